@@ -1,0 +1,95 @@
+/**
+ * Keeps the daemon's view of open documents equal to VS Code's: didOpen/didChange/didClose for the documents the
+ * extension serves. Notifications go out synchronously from VS Code's events, so a change always reaches the
+ * daemon before any completion request that follows it (JSON-RPC messages keep their order).
+ */
+import * as vscode from 'vscode';
+import { DaemonClient, SyncKind } from './daemon';
+import { DidChangeNotification, DidCloseNotification, DidOpenNotification, TextDocumentContentChange } from './protocol';
+
+/** Which documents the extension serves: files on disk, optionally only some languages. */
+export function documentFilter(languages: string[]): (document: vscode.TextDocument) => boolean {
+  return (document) =>
+    document.uri.scheme === 'file' && (languages.length === 0 || languages.includes(document.languageId));
+}
+
+/** The matching selector for registering the completion provider. */
+export function documentSelector(languages: string[]): vscode.DocumentFilter[] {
+  return languages.length === 0 ? [{ scheme: 'file' }] : languages.map((language) => ({ scheme: 'file', language }));
+}
+
+export class DocumentSync implements vscode.Disposable {
+  private readonly open = new Set<string>();
+  private readonly subscriptions: vscode.Disposable[];
+
+  constructor(
+    private readonly client: DaemonClient,
+    private readonly accepts: (document: vscode.TextDocument) => boolean,
+  ) {
+    this.subscriptions = [
+      vscode.workspace.onDidOpenTextDocument((d) => this.didOpen(d)),
+      vscode.workspace.onDidChangeTextDocument((e) => this.didChange(e)),
+      vscode.workspace.onDidCloseTextDocument((d) => this.didClose(d)),
+    ];
+    for (const document of vscode.workspace.textDocuments) {
+      this.didOpen(document);
+    }
+  }
+
+  /** True when the daemon knows this document (so completions for it make sense). */
+  has(document: vscode.TextDocument): boolean {
+    return this.open.has(document.uri.toString());
+  }
+
+  dispose(): void {
+    for (const s of this.subscriptions) {
+      s.dispose();
+    }
+    this.open.clear();
+  }
+
+  private didOpen(document: vscode.TextDocument): void {
+    const uri = document.uri.toString();
+    if (!this.accepts(document) || this.open.has(uri)) {
+      return;
+    }
+    this.open.add(uri);
+    this.client.notify(DidOpenNotification, {
+      textDocument: { uri, languageId: document.languageId, version: document.version, text: document.getText() },
+    });
+  }
+
+  private didChange(event: vscode.TextDocumentChangeEvent): void {
+    const uri = event.document.uri.toString();
+    if (!this.open.has(uri) || event.contentChanges.length === 0) {
+      return;
+    }
+    const contentChanges =
+      this.client.syncKind === SyncKind.Full
+        ? [{ text: event.document.getText() } as TextDocumentContentChange]
+        : event.contentChanges.map(toWireChange);
+    this.client.notify(DidChangeNotification, {
+      textDocument: { uri, version: event.document.version },
+      contentChanges,
+    });
+  }
+
+  private didClose(document: vscode.TextDocument): void {
+    const uri = document.uri.toString();
+    if (this.open.delete(uri)) {
+      this.client.notify(DidCloseNotification, { textDocument: { uri } });
+    }
+  }
+}
+
+/** VS Code change events already use UTF-16 positions, like LSP; they map field by field. */
+export function toWireChange(change: vscode.TextDocumentContentChangeEvent): TextDocumentContentChange {
+  return {
+    range: {
+      start: { line: change.range.start.line, character: change.range.start.character },
+      end: { line: change.range.end.line, character: change.range.end.character },
+    },
+    rangeLength: change.rangeLength,
+    text: change.text,
+  };
+}

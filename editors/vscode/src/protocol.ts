@@ -1,0 +1,116 @@
+/**
+ * The parts of the LSP wire format that the extension speaks with `copilotd --stdio`.
+ *
+ * Plain data types and request/notification descriptors only: nothing here imports `vscode`,
+ * so the mapping code and the tests can share them.
+ */
+import { NotificationType, RequestType, RequestType0 } from 'vscode-jsonrpc/node';
+
+/** A position in a document: zero-based line and UTF-16 code-unit offset, as LSP defines it. */
+export interface WirePosition {
+  line: number;
+  character: number;
+}
+
+export interface WireRange {
+  start: WirePosition;
+  end: WirePosition;
+}
+
+/** LSP 3.18 `InlineCompletionTriggerKind`. */
+export const enum WireTriggerKind {
+  Invoked = 1,
+  Automatic = 2,
+}
+
+export interface InlineCompletionParams {
+  textDocument: { uri: string };
+  position: WirePosition;
+  context: { triggerKind: WireTriggerKind };
+}
+
+/** LSP `StringValue`: a snippet in `value`. */
+export interface WireStringValue {
+  kind: 'snippet';
+  value: string;
+}
+
+export interface WireInlineCompletionItem {
+  insertText: string | WireStringValue;
+  filterText?: string;
+  range?: WireRange;
+}
+
+/** The server may answer with a list, a bare array of items, or null. */
+export type InlineCompletionResult =
+  | { items: WireInlineCompletionItem[] }
+  | WireInlineCompletionItem[]
+  | null;
+
+/** Answer of the custom `copilotd/status` request. Every field may be missing on older daemons. */
+export interface DaemonStatus {
+  model?: string;
+  device?: string;
+  strategy?: string;
+  indexState?: string;
+  indexedFiles?: number;
+  tokensPerSecond?: number | null;
+  acceptanceLength?: number | null;
+  completions?: number;
+}
+
+/** Daemon settings as sent in `initializationOptions` and `workspace/didChangeConfiguration` (DESIGN §7). */
+export interface DaemonSettings {
+  model?: string;
+  strategy?: string;
+  maxTokens?: number;
+  threads?: number;
+  languages?: string[];
+  ignore?: string[];
+}
+
+export interface TextDocumentItem {
+  uri: string;
+  languageId: string;
+  version: number;
+  text: string;
+}
+
+export interface TextDocumentContentChange {
+  range: WireRange;
+  rangeLength?: number;
+  text: string;
+}
+
+export const InlineCompletionRequest = new RequestType<InlineCompletionParams, InlineCompletionResult, void>(
+  'textDocument/inlineCompletion',
+);
+export const StatusRequest = new RequestType0<DaemonStatus, void>('copilotd/status');
+/** Custom request: rebuild the repository datastore of the workspace. */
+export const ReindexRequest = new RequestType0<unknown, void>('copilotd/reindex');
+
+export const DidOpenNotification = new NotificationType<{ textDocument: TextDocumentItem }>('textDocument/didOpen');
+export const DidChangeNotification = new NotificationType<{
+  textDocument: { uri: string; version: number };
+  contentChanges: TextDocumentContentChange[];
+}>('textDocument/didChange');
+export const DidCloseNotification = new NotificationType<{ textDocument: { uri: string } }>('textDocument/didClose');
+export const DidChangeConfigurationNotification = new NotificationType<{ settings: { copilotd: DaemonSettings } }>(
+  'workspace/didChangeConfiguration',
+);
+
+/** JSON-RPC / LSP error codes the extension treats specially. */
+export const ErrorCodes = {
+  MethodNotFound: -32601,
+  RequestCancelled: -32800,
+  ServerCancelled: -32802,
+  ContentModified: -32801,
+} as const;
+
+/** Items of any accepted result shape, never null. */
+export function resultItems(result: InlineCompletionResult | undefined): WireInlineCompletionItem[] {
+  if (!result) {
+    return [];
+  }
+  return Array.isArray(result) ? result : (result.items ?? []);
+}

@@ -1,0 +1,167 @@
+/**
+ * The extension activated in the `vscode` stand-in against the fake daemon: start-up, document sync, the provider's
+ * request/response mapping, cancellation, error paths, status bar, commands and settings changes.
+ */
+import { after, afterEach, before, test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { RequestType0 } from 'vscode-jsonrpc/node';
+import { CancellationTokenSource, Position, Range, harness } from './support/vscode-stub';
+import { activateWith, eventually, fakeDaemonBinary, shutdown, statusText } from './support/session';
+import { Controller } from '../src/controller';
+
+interface Received {
+  method: string;
+  params: Record<string, unknown>;
+}
+const Received = new RequestType0<Received[], void>('fake/received');
+
+let bin: string;
+before(() => {
+  bin = fakeDaemonBinary();
+});
+afterEach(shutdown);
+after(shutdown);
+
+async function received(controller: Controller, method: string): Promise<Received[]> {
+  const all = await controller.client!.request(Received);
+  return all.filter((m) => m.method === method);
+}
+
+test('starts the daemon with settings as initializationOptions and shows its status', async () => {
+  harness.folders = [];
+  const controller = await activateWith({ path: bin, model: '/m.gguf', strategy: 'pld', maxTokens: 24, threads: 0 });
+  assert.ok(controller.client?.running);
+  const [init] = await received(controller, 'initialize');
+  assert.deepEqual(init.params.initializationOptions, { model: '/m.gguf', strategy: 'pld', maxTokens: 24 });
+  assert.equal(statusText(), '$(sparkle) SmolLM2-135M-Instruct · 42.5 tok/s · ×2.25');
+});
+
+test('completions follow the document through edits, with UTF-16 positions', async () => {
+  const controller = await activateWith({ path: bin });
+  const document = harness.open('/w/emoji.py', 'python', 'a = "😀"\nprint(a)\n');
+  // "😀" is two UTF-16 code units: the end of line 0 is character 7.
+  let list = await harness.complete(document, new Position(0, 7));
+  assert.equal(list?.items.length, 1);
+  assert.equal(list?.items[0].insertText, '<0:7|a = "😀">');
+  assert.deepEqual(list?.items[0].range, new Range(0, 7, 0, 7));
+
+  document.edit(new Range(0, 5, 0, 6), '😀😀x');
+  document.edit(new Range(1, 0, 1, 0), '  ');
+  list = await harness.complete(document, new Position(0, 10));
+  assert.equal(list?.items[0].insertText, '<0:10|a = "😀😀x>');
+  list = await harness.complete(document, new Position(1, 7));
+  assert.equal(list?.items[0].insertText, '<1:7|  print>');
+
+  const changes = await received(controller, 'textDocument/didChange');
+  assert.equal(changes.length, 2);
+  assert.deepEqual(changes[0].params.textDocument, { uri: 'file:///w/emoji.py', version: 2 });
+  const inline = await received(controller, 'textDocument/inlineCompletion');
+  assert.deepEqual(inline[0].params.context, { triggerKind: 2 });
+});
+
+test('empty and null answers give an empty list; ranges are passed through', async () => {
+  await activateWith({ path: bin });
+  const document = harness.open('/w/a.py', 'python', 'EMPTY\nNULL\nx = REPLACE\n');
+  assert.deepEqual((await harness.complete(document, new Position(0, 5)))?.items, []);
+  assert.deepEqual((await harness.complete(document, new Position(1, 4)))?.items, []);
+  const list = await harness.complete(document, new Position(2, 11));
+  assert.equal(list?.items[0].insertText, 'x = REPLACE!');
+  assert.deepEqual(list?.items[0].range, new Range(2, 0, 2, 11));
+});
+
+test('a cancelled request is answered at once and forwarded as $/cancelRequest', async () => {
+  const controller = await activateWith({ path: bin });
+  const document = harness.open('/w/slow.py', 'python', 'SLOW\n');
+  const source = new CancellationTokenSource();
+  const pending = harness.complete(document, new Position(0, 4), source.token);
+  await eventually(async () => ((await received(controller, 'textDocument/inlineCompletion')).length ? true : undefined));
+  const started = Date.now();
+  source.cancel();
+  assert.equal(await pending, undefined);
+  assert.ok(Date.now() - started < 500, 'provider waited for the daemon after cancellation');
+  // The daemon saw the cancellation (it only answers SLOW requests when cancelled).
+  await eventually(async () => ((await received(controller, 'cancelled')).length === 1 ? true : undefined));
+  assert.doesNotMatch(harness.log(), /failed/);
+
+  const already = new CancellationTokenSource();
+  already.cancel();
+  assert.equal(await harness.complete(document, new Position(0, 4), already.token), undefined);
+  assert.equal((await received(controller, 'textDocument/inlineCompletion')).length, 1);
+});
+
+test('daemon errors are logged, not thrown; unknown documents are not asked about', async () => {
+  await activateWith({ path: bin, languages: ['python'] });
+  const document = harness.open('/w/f.py', 'python', 'FAIL\n');
+  assert.equal(await harness.complete(document, new Position(0, 4)), undefined);
+  assert.match(harness.log(), /inline completion at file:\/\/\/w\/f\.py:1:5 failed: model exploded/);
+
+  const rust = harness.open('/w/f.rs', 'rust', 'fn main() {}\n');
+  assert.equal(await harness.complete(rust, new Position(0, 0)), undefined);
+  assert.deepEqual(harness.providers[0].selector, [{ scheme: 'file', language: 'python' }]);
+});
+
+test('closing a document tells the daemon', async () => {
+  const controller = await activateWith({ path: bin });
+  const document = harness.open('/w/c.py', 'python', 'x\n');
+  harness.close(document);
+  const closed = await eventually(async () => {
+    const m = await received(controller, 'textDocument/didClose');
+    return m.length ? m : undefined;
+  });
+  assert.deepEqual(closed[0].params, { textDocument: { uri: 'file:///w/c.py' } });
+  assert.equal(await harness.complete(document, new Position(0, 1)), undefined);
+});
+
+test('settings changes reach the daemon; disable and enable stop and start it', async () => {
+  const controller = await activateWith({ path: bin });
+  harness.configure({ strategy: 'rest', maxTokens: 16 });
+  const changes = await eventually(async () => {
+    const m = await received(controller, 'workspace/didChangeConfiguration');
+    return m.length ? m : undefined;
+  });
+  assert.deepEqual(changes[0].params, { settings: { copilotd: { strategy: 'rest', maxTokens: 16 } } });
+
+  const first = controller.client!;
+  await harness.commands.get('copilotd.disable')!();
+  await eventually(() => (first.running ? undefined : true));
+  assert.equal(controller.client, undefined);
+  assert.equal(statusText(), '$(circle-slash) copilotd');
+
+  await harness.commands.get('copilotd.enable')!();
+  await eventually(() => controller.client?.running || undefined);
+  assert.notEqual(controller.client, first);
+});
+
+test('re-index falls back to advice when the daemon lacks copilotd/reindex', async () => {
+  await activateWith({ path: bin });
+  await harness.commands.get('copilotd.reindex')!();
+  assert.match(harness.messages.at(-1)!.text, /cannot re-index on request/);
+});
+
+test('a missing binary gives an error message that names the setting', async () => {
+  const controller = await activateWith({ path: '/nonexistent/copilotd' });
+  assert.equal(controller.client, undefined);
+  const error = harness.messages.find((m) => m.level === 'error');
+  assert.match(error!.text, /"\/nonexistent\/copilotd" was not found.*copilotd\.path/);
+  assert.equal(statusText(), '$(error) copilotd');
+});
+
+test('a daemon that dies during initialize is reported', async () => {
+  const controller = await activateWith({ path: fakeDaemonBinary({ FAKE_DAEMON_FAIL_INIT: '1' }) });
+  assert.equal(controller.client, undefined);
+  assert.match(harness.messages[0].text, /did not initialize/);
+});
+
+test('a crash is shown and completions stop until restart', async () => {
+  const controller = await activateWith({ path: bin });
+  const document = harness.open('/w/a.py', 'python', 'x\n');
+  await controller.client!.request(new RequestType0<null, void>('fake/crash')).catch(() => undefined);
+  await eventually(() => (controller.client === undefined ? true : undefined));
+  assert.match(harness.messages.at(-1)!.text, /stopped unexpectedly \(exit code 7\)/);
+  assert.equal(await harness.complete(document, new Position(0, 1)), undefined);
+
+  await harness.commands.get('copilotd.restart')!();
+  assert.ok(controller.client?.running);
+  const list = await harness.complete(document, new Position(0, 1));
+  assert.equal(list?.items[0].insertText, '<0:1|x>');
+});

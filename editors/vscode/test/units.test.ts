@@ -1,0 +1,122 @@
+/** Pure mapping, settings and status-text tests (no daemon). */
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import type * as vscodeTypes from 'vscode';
+import * as vscode from './support/vscode-stub';
+import { toInlineCompletionItems, toInlineCompletionParams, toWireTriggerKind } from '../src/mapping';
+import { daemonSettings, readSettings } from '../src/settings';
+import { describe as describeState, shortModelName } from '../src/status';
+import { spawnAdvice } from '../src/daemon';
+import { isCancellation } from '../src/provider';
+import { documentFilter, documentSelector, toWireChange } from '../src/documents';
+
+const asVs = <T>(value: unknown): T => value as T;
+
+function config(values: Record<string, unknown>): vscodeTypes.WorkspaceConfiguration {
+  return asVs({ get: (key: string, fallback?: unknown) => (key in values ? values[key] : fallback) });
+}
+
+test('request params carry the URI, the UTF-16 position and the LSP trigger kind', () => {
+  const document = new vscode.TextDocument(vscode.Uri.file('/w/a b.py'), 'python', 'x = "😀"\n');
+  const params = toInlineCompletionParams(
+    asVs(document),
+    asVs(new vscode.Position(0, 7)),
+    asVs({ triggerKind: vscode.InlineCompletionTriggerKind.Invoke }),
+  );
+  assert.deepEqual(params, {
+    textDocument: { uri: 'file:///w/a%20b.py' },
+    position: { line: 0, character: 7 },
+    context: { triggerKind: 1 },
+  });
+  assert.equal(toWireTriggerKind(asVs(vscode.InlineCompletionTriggerKind.Automatic)), 2);
+});
+
+test('items map text and range; missing range means the cursor; empty and null results give no items', () => {
+  const at = new vscode.Position(3, 4);
+  const [item] = toInlineCompletionItems(
+    { items: [{ insertText: 'return x', range: { start: { line: 3, character: 0 }, end: { line: 3, character: 4 } } }] },
+    asVs(at),
+  );
+  assert.equal(item.insertText, 'return x');
+  assert.deepEqual(item.range, new vscode.Range(3, 0, 3, 4));
+
+  const [bare] = toInlineCompletionItems([{ insertText: 'pass' }], asVs(at));
+  assert.deepEqual(bare.range, new vscode.Range(at, at));
+
+  const [snippet] = toInlineCompletionItems({ items: [{ insertText: { kind: 'snippet', value: 'f(${1:x})' } }] }, asVs(at));
+  assert.ok(snippet.insertText instanceof vscode.SnippetString);
+
+  assert.deepEqual(toInlineCompletionItems({ items: [] }, asVs(at)), []);
+  assert.deepEqual(toInlineCompletionItems(null, asVs(at)), []);
+  assert.deepEqual(toInlineCompletionItems({ items: [{ insertText: '' }] }, asVs(at)), []);
+});
+
+test('document changes map field by field', () => {
+  const change = toWireChange(asVs({ range: new vscode.Range(1, 2, 1, 5), rangeOffset: 9, rangeLength: 3, text: 'ab' }));
+  assert.deepEqual(change, {
+    range: { start: { line: 1, character: 2 }, end: { line: 1, character: 5 } },
+    rangeLength: 3,
+    text: 'ab',
+  });
+});
+
+test('documents are served by scheme and language', () => {
+  const py = asVs<vscodeTypes.TextDocument>(new vscode.TextDocument(vscode.Uri.file('/a.py'), 'python', ''));
+  const rs = asVs<vscodeTypes.TextDocument>(new vscode.TextDocument(vscode.Uri.file('/a.rs'), 'rust', ''));
+  const out = asVs<vscodeTypes.TextDocument>(new vscode.TextDocument(vscode.Uri.parse('output:x'), 'python', ''));
+  assert.equal(documentFilter(['python'])(py), true);
+  assert.equal(documentFilter(['python'])(rs), false);
+  assert.equal(documentFilter([])(rs), true);
+  assert.equal(documentFilter([])(out), false);
+  assert.deepEqual(documentSelector([]), [{ scheme: 'file' }]);
+  assert.deepEqual(documentSelector(['python', 'rust']), [
+    { scheme: 'file', language: 'python' },
+    { scheme: 'file', language: 'rust' },
+  ]);
+});
+
+test('daemon settings use DESIGN names and leave defaults to the daemon', () => {
+  assert.deepEqual(daemonSettings(config({})), {});
+  assert.deepEqual(
+    daemonSettings(
+      config({ model: ' /m.gguf ', strategy: 'pld', maxTokens: 32, threads: 2, languages: ['python', 3, ''], ignore: ['*.log'] }),
+    ),
+    { model: '/m.gguf', strategy: 'pld', maxTokens: 32, threads: 2, languages: ['python'], ignore: ['*.log'] },
+  );
+  assert.deepEqual(daemonSettings(config({ maxTokens: 0, threads: 1.5, strategy: '' })), {});
+  const settings = readSettings(config({ path: '  ' }));
+  assert.equal(settings.path, 'copilotd');
+  assert.equal(settings.enable, true);
+});
+
+test('status text shows model, speed and acceptance length; tooltip has the rest', () => {
+  const { text, tooltip } = describeState({
+    kind: 'running',
+    status: {
+      model: '/c/SmolLM2-135M-Instruct.Q4_1.gguf',
+      device: 'cpu',
+      strategy: 'fastcoder',
+      indexState: 'ready',
+      indexedFiles: 12,
+      tokensPerSecond: 41.26,
+      acceptanceLength: 2.5,
+      completions: 7,
+    },
+  });
+  assert.equal(text, '$(sparkle) SmolLM2-135M-Instruct · 41.3 tok/s · ×2.50');
+  assert.match(tooltip, /device: cpu/);
+  assert.match(tooltip, /index: ready \(12 files\)/);
+  assert.match(tooltip, /completions: 7/);
+  assert.equal(describeState({ kind: 'running', status: { tokensPerSecond: null } }).text, '$(sparkle) copilotd');
+  assert.equal(shortModelName('qwen2.5-coder-0.5b-q8_0.gguf'), 'qwen2.5-coder-0.5b-q8_0');
+});
+
+test('spawn failures become advice and cancellations are recognised', () => {
+  const enoent = Object.assign(new Error('spawn x ENOENT'), { code: 'ENOENT' });
+  assert.match(spawnAdvice('copilotd', enoent), /copilotd\.path/);
+  const eacces = Object.assign(new Error('spawn x EACCES'), { code: 'EACCES' });
+  assert.match(spawnAdvice('/x', eacces), /not executable/);
+  assert.equal(isCancellation({ code: -32800 }), true);
+  assert.equal(isCancellation({ code: -32603 }), false);
+  assert.equal(isCancellation(null), false);
+});

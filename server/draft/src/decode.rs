@@ -1,0 +1,307 @@
+//! The decode loop: drafts, one tree forward per step, verification, and
+//! the statistics of a request. Generic over the model so it can be tested
+//! with a toy model; the daemon plugs in the candle runtime.
+
+use crate::drafter::{AcceptedDraft, Candidate, Drafter};
+use crate::tree::{self, DraftTree};
+use crate::verify::{self, SamplingParams};
+use anyhow::Result;
+use rand::{rngs::StdRng, SeedableRng};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// What the decode loop needs from a model (see `copilotd-model`).
+pub trait TreeModel {
+    fn vocab_size(&self) -> usize;
+    fn cache_len(&self) -> usize;
+    fn truncate(&mut self, len: usize);
+    /// Appends `tokens` to the KV cache; returns the logits of the last one.
+    fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>>;
+    /// One forward over a token tree on top of the cache; logits per node.
+    fn forward_tree(&mut self, tokens: &[u32], parents: &[Option<usize>]) -> Result<Vec<f32>>;
+    /// Keeps these nodes of the last tree (root first) in the cache.
+    fn keep_path(&mut self, path: &[usize]) -> Result<()>;
+}
+
+/// Chooses each step's tree size; the default is a fixed budget.
+pub trait BudgetPolicy: Send {
+    /// `(node budget excluding the root, maximum depth)` for the next step.
+    fn choose(&mut self) -> (usize, usize);
+    /// Feedback: the tree that was verified and how many drafts it accepted.
+    fn observe(&mut self, _tree: &DraftTree, _accepted: usize, _forward_ms: f64) {}
+}
+
+/// A budget that never changes.
+#[derive(Clone, Copy, Debug)]
+pub struct FixedBudget {
+    pub nodes: usize,
+    pub depth: usize,
+}
+
+impl BudgetPolicy for FixedBudget {
+    fn choose(&mut self) -> (usize, usize) {
+        (self.nodes, self.depth)
+    }
+}
+
+/// Why the stop callback ended generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    MaxTokens,
+    EndOfText,
+    StopRule,
+    Cancelled,
+}
+
+/// Per-request statistics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DecodeStats {
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose KV entries were reused from the previous request.
+    pub reused_tokens: usize,
+    pub new_tokens: usize,
+    /// Model forward passes after the prompt.
+    pub forward_steps: usize,
+    /// Tree nodes verified in total (including roots).
+    pub tree_nodes: usize,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+    /// Time spent building drafts; part of `decode_ms`.
+    pub draft_ms: f64,
+    /// Accepted draft tokens per source.
+    pub accepted_by_source: BTreeMap<&'static str, usize>,
+    /// Steps whose accepted draft length was `i` (index = length).
+    pub accepted_histogram: Vec<usize>,
+}
+
+impl DecodeStats {
+    /// New tokens per forward step (the acceptance length).
+    pub fn acceptance_length(&self) -> f64 {
+        if self.forward_steps == 0 {
+            0.0
+        } else {
+            self.new_tokens as f64 / self.forward_steps as f64
+        }
+    }
+
+    /// Milliseconds per new token over the decode phase.
+    pub fn ms_per_token(&self) -> f64 {
+        if self.new_tokens == 0 {
+            0.0
+        } else {
+            self.decode_ms / self.new_tokens as f64
+        }
+    }
+}
+
+/// The result of one generation.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    pub tokens: Vec<u32>,
+    pub stop: StopReason,
+    pub stats: DecodeStats,
+}
+
+/// Settings of one generation.
+#[derive(Clone, Debug)]
+pub struct DecodeOptions {
+    pub max_new_tokens: usize,
+    /// Tokens that end generation (not included in the output).
+    pub end_tokens: Vec<u32>,
+    /// `None`: greedy. `Some`: lossless speculative sampling.
+    pub sampling: Option<SamplingParams>,
+}
+
+/// Hooks a caller passes into one generation.
+pub struct DecodeHooks<'a> {
+    /// Called with all tokens generated so far after each new token; `true`
+    /// stops generation after that token.
+    pub stop: &'a mut dyn FnMut(&[u32]) -> bool,
+    /// Polled once per step; `true` abandons the generation.
+    pub cancelled: &'a dyn Fn() -> bool,
+}
+
+/// Owns a model plus the tokens its KV cache holds, so consecutive requests
+/// reuse their longest common prompt prefix.
+pub struct Session<M: TreeModel> {
+    model: M,
+    cached: Vec<u32>,
+}
+
+impl<M: TreeModel> Session<M> {
+    pub fn new(model: M) -> Self {
+        Session { model, cached: Vec::new() }
+    }
+
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    pub fn model_mut(&mut self) -> &mut M {
+        // Direct model access invalidates what we know of the cache.
+        self.cached.clear();
+        self.model.truncate(0);
+        &mut self.model
+    }
+
+    /// Brings the cache to `prompt` reusing the common prefix, and returns
+    /// the logits after its last token and how many tokens were reused.
+    fn prefill(&mut self, prompt: &[u32]) -> Result<(Vec<f32>, usize)> {
+        anyhow::ensure!(!prompt.is_empty(), "empty prompt");
+        let common = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        // The last prompt token is always run so that its logits are fresh.
+        let reuse = common.min(prompt.len() - 1).min(self.model.cache_len());
+        self.model.truncate(reuse);
+        self.cached.truncate(reuse);
+        let result = self.model.prefill(&prompt[reuse..]);
+        match result {
+            Ok(logits) => {
+                self.cached.extend_from_slice(&prompt[reuse..]);
+                Ok((logits, reuse))
+            }
+            Err(error) => {
+                self.model.truncate(0);
+                self.cached.clear();
+                Err(error)
+            }
+        }
+    }
+
+    /// Generates a continuation of `prompt`. With no drafter (or one that
+    /// proposes nothing) every step is a one-node tree: plain autoregressive
+    /// decoding through the same kernels, the reference for losslessness.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        options: &DecodeOptions,
+        drafter: Option<&mut dyn Drafter>,
+        budget: &mut dyn BudgetPolicy,
+        hooks: DecodeHooks<'_>,
+    ) -> Result<Generation> {
+        let outcome = self.generate_inner(prompt, options, drafter, budget, hooks);
+        if outcome.is_err() {
+            // A failed step may leave the cache out of step with `cached`.
+            self.model.truncate(0);
+            self.cached.clear();
+        }
+        outcome
+    }
+
+    fn generate_inner(
+        &mut self,
+        prompt: &[u32],
+        options: &DecodeOptions,
+        mut drafter: Option<&mut dyn Drafter>,
+        budget: &mut dyn BudgetPolicy,
+        hooks: DecodeHooks<'_>,
+    ) -> Result<Generation> {
+        let DecodeHooks { stop, cancelled } = hooks;
+        let vocab = self.model.vocab_size();
+        let mut rng = options.sampling.map(|s| StdRng::seed_from_u64(s.seed));
+        let mut stats = DecodeStats { prompt_tokens: prompt.len(), ..DecodeStats::default() };
+        let mut output: Vec<u32> = Vec::new();
+        let started = Instant::now();
+
+        let (logits, reused) = self.prefill(prompt)?;
+        stats.reused_tokens = reused;
+        stats.prefill_ms = ms_since(started);
+        let decode_started = Instant::now();
+
+        let mut pending = match (&options.sampling, rng.as_mut()) {
+            (Some(params), Some(rng)) => verify::sample(&verify::distribution(&logits, params), rng),
+            _ => verify::argmax(&logits),
+        };
+        let mut context: Vec<u32> = prompt.to_vec();
+        let mut candidates: Vec<Candidate> = Vec::new();
+        // Appends one chosen token to the output through the stop checks of
+        // plain decoding; `Some` ends the generation.
+        let mut emit = |token: u32, output: &mut Vec<u32>, context: &mut Vec<u32>| {
+            if options.end_tokens.contains(&token) {
+                return Some(StopReason::EndOfText);
+            }
+            output.push(token);
+            context.push(token);
+            if stop(output) {
+                Some(StopReason::StopRule)
+            } else if output.len() >= options.max_new_tokens {
+                Some(StopReason::MaxTokens)
+            } else {
+                None
+            }
+        };
+
+        // Each iteration: `pending` is chosen but not yet in the cache.
+        let stop_reason = 'steps: loop {
+            if let Some(reason) = emit(pending, &mut output, &mut context) {
+                break reason;
+            }
+            if cancelled() {
+                break StopReason::Cancelled;
+            }
+
+            let draft_started = Instant::now();
+            let (node_budget, max_depth) = budget.choose();
+            candidates.clear();
+            if let Some(drafter) = drafter.as_deref_mut() {
+                if node_budget > 0 {
+                    drafter.propose(&context, &mut candidates);
+                }
+            }
+            let remaining = options.max_new_tokens - output.len();
+            let tree = tree::build(pending, &candidates, node_budget, max_depth.min(remaining));
+            stats.draft_ms += ms_since(draft_started);
+
+            let forward_started = Instant::now();
+            let logits = self.model.forward_tree(&tree.tokens, &tree.parents)?;
+            stats.forward_steps += 1;
+            stats.tree_nodes += tree.len();
+            let verdict = match (&options.sampling, rng.as_mut()) {
+                (Some(params), Some(rng)) => verify::verify_sampling(&tree, &logits, vocab, params, rng),
+                _ => verify::verify_greedy(&tree, &logits, vocab),
+            };
+            self.model.keep_path(&verdict.path)?;
+            self.cached.push(pending);
+            let accepted: Vec<u32> = verdict.path[1..].iter().map(|&n| tree.tokens[n]).collect();
+            self.cached.extend_from_slice(&accepted);
+            budget.observe(&tree, accepted.len(), ms_since(forward_started));
+            record_acceptance(&mut stats, &tree, &verdict.path);
+
+            if let Some(drafter) = drafter.as_deref_mut() {
+                let accepted_draft = verdict
+                    .path
+                    .last()
+                    .filter(|&&n| n != 0)
+                    .map(|&deepest| AcceptedDraft { tokens: accepted.clone(), source: tree.sources[deepest] });
+                let mut produced = accepted.clone();
+                produced.push(verdict.bonus);
+                drafter.observe(&context, &produced, accepted_draft.as_ref());
+            }
+
+            for &token in &accepted {
+                if let Some(reason) = emit(token, &mut output, &mut context) {
+                    break 'steps reason;
+                }
+            }
+            pending = verdict.bonus;
+        };
+
+        stats.new_tokens = output.len();
+        stats.decode_ms = ms_since(decode_started);
+        Ok(Generation { tokens: output, stop: stop_reason, stats })
+    }
+}
+
+fn record_acceptance(stats: &mut DecodeStats, tree: &DraftTree, path: &[usize]) {
+    let accepted = path.len() - 1;
+    if stats.accepted_histogram.len() <= accepted {
+        stats.accepted_histogram.resize(accepted + 1, 0);
+    }
+    stats.accepted_histogram[accepted] += 1;
+    for &node in &path[1..] {
+        *stats.accepted_by_source.entry(tree.sources[node].name()).or_default() += 1;
+    }
+}
+
+fn ms_since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1000.0
+}

@@ -1,0 +1,15 @@
+//! The token-id world of copilotd: drafting sources, datastores, draft trees,
+//! verification and the decode loop. Nothing here knows candle, files or LSP.
+
+pub mod common_store;
+pub mod decode;
+pub mod drafter;
+pub mod fastcoder;
+pub mod missing;
+pub mod pref_cache;
+pub mod pld;
+pub mod tree;
+pub mod verify;
+
+pub mod repo_store;
+pub mod retrieval;

@@ -1,0 +1,98 @@
+//! Prompt lookup drafting: the longest suffix of the context that occurred
+//! earlier in the prompt or output; what followed each occurrence is a draft.
+
+use crate::drafter::{Candidate, Drafter, Source};
+
+/// Settings of the prompt lookup drafter.
+#[derive(Clone, Copy, Debug)]
+pub struct PromptLookup {
+    /// Longest suffix tried first.
+    pub max_ngram: usize,
+    /// Shortest suffix still worth a lookup.
+    pub min_ngram: usize,
+    /// Tokens per draft.
+    pub draft_len: usize,
+    /// Most recent occurrences kept as branches.
+    pub max_branches: usize,
+}
+
+impl Default for PromptLookup {
+    fn default() -> Self {
+        PromptLookup { max_ngram: 8, min_ngram: 2, draft_len: 10, max_branches: 8 }
+    }
+}
+
+impl PromptLookup {
+    /// Continuations of the longest matching suffix, most recent first.
+    pub fn lookup(&self, context: &[u32]) -> Vec<Vec<u32>> {
+        let len = context.len();
+        for n in (self.min_ngram..=self.max_ngram.min(len.saturating_sub(1))).rev() {
+            let suffix = &context[len - n..];
+            let mut drafts: Vec<Vec<u32>> = Vec::new();
+            // Occurrences that end before the suffix itself, newest first.
+            for start in (0..len - n).rev() {
+                if &context[start..start + n] != suffix {
+                    continue;
+                }
+                let follow = &context[start + n..(start + n + self.draft_len).min(len)];
+                if !follow.is_empty() && !drafts.iter().any(|d| d.as_slice() == follow) {
+                    drafts.push(follow.to_vec());
+                    if drafts.len() == self.max_branches {
+                        break;
+                    }
+                }
+            }
+            if !drafts.is_empty() {
+                return drafts;
+            }
+        }
+        Vec::new()
+    }
+}
+
+impl Drafter for PromptLookup {
+    fn propose(&mut self, context: &[u32], out: &mut Vec<Candidate>) {
+        let drafts = self.lookup(context);
+        let count = drafts.len();
+        // Newer occurrences weigh a little more, so they lead ties.
+        out.extend(drafts.into_iter().enumerate().map(|(rank, tokens)| Candidate {
+            tokens,
+            weight: (count - rank) as f32,
+            source: Source::Prompt,
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_suffix_wins_and_newest_comes_first() {
+        let pld = PromptLookup { max_ngram: 3, min_ngram: 1, draft_len: 2, max_branches: 4 };
+        // Suffix [1, 2] occurs at 0 (followed by 3 4) and at 4 (followed by 5 6).
+        let context = [1, 2, 3, 4, 1, 2, 5, 6, 9, 1, 2];
+        assert_eq!(pld.lookup(&context), vec![vec![5, 6], vec![3, 4]]);
+    }
+
+    #[test]
+    fn falls_back_to_shorter_suffixes() {
+        let pld = PromptLookup { max_ngram: 4, min_ngram: 1, draft_len: 3, max_branches: 4 };
+        assert_eq!(pld.lookup(&[7, 8, 9, 5, 8]), vec![vec![9, 5, 8]]);
+        assert!(PromptLookup { min_ngram: 2, ..pld }.lookup(&[7, 8, 9, 5, 8]).is_empty());
+    }
+
+    #[test]
+    fn drafts_stop_at_the_end_of_the_context_and_duplicates_merge() {
+        let pld = PromptLookup { max_ngram: 2, min_ngram: 2, draft_len: 5, max_branches: 4 };
+        assert_eq!(pld.lookup(&[1, 2, 3, 1, 2, 3, 1, 2]), vec![vec![3, 1, 2], vec![3, 1, 2, 3, 1, 2][..5].to_vec()]);
+        assert_eq!(pld.lookup(&[1, 2, 1, 2]), vec![vec![1, 2]]);
+    }
+
+    #[test]
+    fn short_contexts_propose_nothing() {
+        let mut out = Vec::new();
+        PromptLookup::default().propose(&[5], &mut out);
+        assert!(out.is_empty());
+    }
+}

@@ -1,0 +1,205 @@
+//! The draft tree: candidates merged into one trie rooted at the pending
+//! token, cut down to a node budget.
+//!
+//! Node 0 is always the pending token (the root). Every other node continues
+//! its parent. A node's weight is the sum of the weights of the candidates
+//! that pass through it, so weights never grow along a branch and the
+//! heaviest `budget` nodes always form whole prefixes.
+
+use crate::drafter::{Candidate, Source};
+
+/// A token tree in topological order (`parents[i] < i`), ready for one
+/// forward pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DraftTree {
+    pub tokens: Vec<u32>,
+    /// `None` only for the root.
+    pub parents: Vec<Option<usize>>,
+    /// Depth of each node (root = 0).
+    pub depths: Vec<usize>,
+    /// Summed candidate weight per node (root: total weight).
+    pub weights: Vec<f32>,
+    /// Source of the heaviest candidate through each node.
+    pub sources: Vec<Source>,
+}
+
+impl DraftTree {
+    /// A tree holding only the pending token: one plain autoregressive step.
+    pub fn root_only(pending: u32) -> DraftTree {
+        DraftTree {
+            tokens: vec![pending],
+            parents: vec![None],
+            depths: vec![0],
+            weights: vec![0.0],
+            sources: vec![Source::Fixed],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    pub fn max_depth(&self) -> usize {
+        self.depths.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The child of `node` carrying `token`, if the tree has one.
+    pub fn child_with_token(&self, node: usize, token: u32) -> Option<usize> {
+        (node + 1..self.len()).find(|&i| self.parents[i] == Some(node) && self.tokens[i] == token)
+    }
+
+    /// Children of `node` in tree order (heaviest first, see `build`).
+    pub fn children(&self, node: usize) -> impl Iterator<Item = usize> + '_ {
+        (node + 1..self.len()).filter(move |&i| self.parents[i] == Some(node))
+    }
+}
+
+/// Trie node used while merging candidates.
+struct TrieNode {
+    token: u32,
+    depth: usize,
+    weight: f32,
+    best_weight: f32,
+    source: Source,
+    children: Vec<usize>,
+}
+
+/// Merges `candidates` under the `pending` root and keeps the `budget`
+/// heaviest non-root nodes (ties: shallower first, then earlier inserted),
+/// limited to `max_depth`. The result lists children heaviest first.
+pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: usize) -> DraftTree {
+    let mut trie = vec![TrieNode {
+        token: pending,
+        depth: 0,
+        weight: 0.0,
+        best_weight: f32::NEG_INFINITY,
+        source: Source::Fixed,
+        children: Vec::new(),
+    }];
+    for candidate in candidates {
+        if candidate.weight.is_nan() || candidate.weight <= 0.0 {
+            continue;
+        }
+        trie[0].weight += candidate.weight;
+        let mut node = 0;
+        for &token in candidate.tokens.iter().take(max_depth) {
+            let existing = trie[node].children.iter().copied().find(|&c| trie[c].token == token);
+            node = match existing {
+                Some(child) => child,
+                None => {
+                    let child = trie.len();
+                    let depth = trie[node].depth + 1;
+                    trie.push(TrieNode {
+                        token,
+                        depth,
+                        weight: 0.0,
+                        best_weight: f32::NEG_INFINITY,
+                        source: candidate.source,
+                        children: Vec::new(),
+                    });
+                    trie[node].children.push(child);
+                    child
+                }
+            };
+            let entry = &mut trie[node];
+            entry.weight += candidate.weight;
+            if candidate.weight > entry.best_weight {
+                entry.best_weight = candidate.weight;
+                entry.source = candidate.source;
+            }
+        }
+    }
+
+    // Heaviest nodes first; a parent is never lighter than its child and is
+    // shallower, so this order keeps every selected node's ancestors.
+    let mut order: Vec<usize> = (1..trie.len()).collect();
+    order.sort_by(|&a, &b| {
+        trie[b].weight.total_cmp(&trie[a].weight).then(trie[a].depth.cmp(&trie[b].depth)).then(a.cmp(&b))
+    });
+    let mut selected = vec![false; trie.len()];
+    selected[0] = true;
+    for &node in order.iter().take(budget) {
+        selected[node] = true;
+    }
+
+    // Emit in breadth-first order with children heaviest first, so parents
+    // precede children and verification tries likely tokens first.
+    let mut tree = DraftTree {
+        tokens: vec![pending],
+        parents: vec![None],
+        depths: vec![0],
+        weights: vec![trie[0].weight],
+        sources: vec![Source::Fixed],
+    };
+    let mut queue = std::collections::VecDeque::from([(0usize, 0usize)]);
+    while let Some((trie_node, tree_node)) = queue.pop_front() {
+        let mut children: Vec<usize> = trie[trie_node].children.iter().copied().filter(|&c| selected[c]).collect();
+        children.sort_by(|&a, &b| trie[b].weight.total_cmp(&trie[a].weight).then(a.cmp(&b)));
+        for child in children {
+            let index = tree.tokens.len();
+            tree.tokens.push(trie[child].token);
+            tree.parents.push(Some(tree_node));
+            tree.depths.push(trie[child].depth);
+            tree.weights.push(trie[child].weight);
+            tree.sources.push(trie[child].source);
+            queue.push_back((child, index));
+        }
+    }
+    debug_assert!(tree.parents.iter().enumerate().all(|(i, p)| p.is_none_or(|p| p < i)));
+    tree
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(tokens: &[u32], weight: f32) -> Candidate {
+        Candidate { tokens: tokens.to_vec(), weight, source: Source::Fixed }
+    }
+
+    #[test]
+    fn shared_prefixes_merge_and_weights_add_up() {
+        let tree = build(9, &[cand(&[1, 2, 3], 1.0), cand(&[1, 2, 4], 2.0), cand(&[5], 0.5)], 64, 10);
+        assert_eq!(tree.tokens, vec![9, 1, 5, 2, 4, 3]);
+        assert_eq!(tree.parents, vec![None, Some(0), Some(0), Some(1), Some(3), Some(3)]);
+        assert_eq!(tree.depths, vec![0, 1, 1, 2, 3, 3]);
+        assert_eq!(tree.weights, vec![3.5, 3.0, 0.5, 3.0, 2.0, 1.0]);
+    }
+
+    #[test]
+    fn budget_keeps_heaviest_whole_prefixes() {
+        let candidates = [cand(&[1, 2, 3, 4], 1.0), cand(&[7, 8], 3.0), cand(&[1, 6], 1.5)];
+        let tree = build(0, &candidates, 3, 10);
+        // Weights: 1 -> 2.5, 7 -> 3, 8 -> 3, 6 -> 1.5, 2 -> 1 ...
+        assert_eq!(tree.tokens, vec![0, 7, 1, 8]);
+        for (i, parent) in tree.parents.iter().enumerate().skip(1) {
+            assert!(parent.unwrap() < i);
+        }
+    }
+
+    #[test]
+    fn max_depth_truncates_candidates() {
+        let tree = build(0, &[cand(&[1, 2, 3, 4, 5], 1.0)], 64, 2);
+        assert_eq!(tree.tokens, vec![0, 1, 2]);
+        assert_eq!(tree.max_depth(), 2);
+    }
+
+    #[test]
+    fn zero_budget_or_no_candidates_gives_root_only() {
+        assert_eq!(build(4, &[cand(&[1], 1.0)], 0, 8).tokens, vec![4]);
+        assert_eq!(build(4, &[], 8, 8), DraftTree { weights: vec![0.0], ..DraftTree::root_only(4) });
+    }
+
+    #[test]
+    fn child_lookup_finds_tokens_under_the_right_parent() {
+        let tree = build(0, &[cand(&[1, 2], 1.0), cand(&[2, 1], 1.0)], 64, 8);
+        let one = tree.child_with_token(0, 1).unwrap();
+        assert_eq!(tree.tokens[tree.child_with_token(one, 2).unwrap()], 2);
+        assert_eq!(tree.child_with_token(one, 1), None);
+        assert_eq!(tree.children(0).count(), 2);
+    }
+}

@@ -1,0 +1,189 @@
+//! The decode loop against a toy model whose next-token logits are a hash of
+//! the last three tokens: speculative output must equal plain decoding
+//! whatever the drafts, and the KV bookkeeping must stay exact.
+
+use anyhow::Result;
+use copilotd_draft::decode::{DecodeHooks, DecodeOptions, FixedBudget, Session, StopReason, TreeModel};
+use copilotd_draft::drafter::{Candidate, Drafter, Source};
+use copilotd_draft::pld::PromptLookup;
+use copilotd_draft::verify::SamplingParams;
+
+const VOCAB: usize = 12;
+
+#[derive(Default)]
+struct ToyModel {
+    cache: Vec<u32>,
+    tree: Vec<Vec<u32>>,
+    forwards: usize,
+}
+
+fn toy_logits(sequence: &[u32]) -> Vec<f32> {
+    let tail: Vec<u32> = sequence.iter().rev().take(3).copied().collect();
+    (0..VOCAB as u32)
+        .map(|t| {
+            let mut h: u64 = 1469598103934665603;
+            for &x in tail.iter().chain(std::iter::once(&t)) {
+                h = (h ^ x as u64).wrapping_mul(1099511628211);
+            }
+            (h % 1000) as f32 / 100.0
+        })
+        .collect()
+}
+
+impl TreeModel for ToyModel {
+    fn vocab_size(&self) -> usize {
+        VOCAB
+    }
+    fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+    fn truncate(&mut self, len: usize) {
+        self.cache.truncate(len);
+    }
+    fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.cache.extend_from_slice(tokens);
+        Ok(toy_logits(&self.cache))
+    }
+    fn forward_tree(&mut self, tokens: &[u32], parents: &[Option<usize>]) -> Result<Vec<f32>> {
+        self.forwards += 1;
+        self.tree.clear();
+        let mut logits = Vec::new();
+        for (i, &token) in tokens.iter().enumerate() {
+            let mut path = match parents[i] {
+                Some(p) => self.tree[p].clone(),
+                None => Vec::new(),
+            };
+            path.push(token);
+            let mut sequence = self.cache.clone();
+            sequence.extend_from_slice(&path);
+            logits.extend(toy_logits(&sequence));
+            self.tree.push(path);
+        }
+        Ok(logits)
+    }
+    fn keep_path(&mut self, path: &[usize]) -> Result<()> {
+        let deepest = &self.tree[*path.last().unwrap()];
+        assert_eq!(deepest.len(), path.len(), "kept path must be a root-to-node chain");
+        self.cache.extend_from_slice(deepest);
+        Ok(())
+    }
+}
+
+/// Knows the true continuation; proposes it with some wrong branches mixed in.
+struct Oracle {
+    truth: Vec<u32>,
+    prompt_len: usize,
+}
+
+impl Drafter for Oracle {
+    fn propose(&mut self, context: &[u32], out: &mut Vec<Candidate>) {
+        let done = context.len() - self.prompt_len;
+        let right: Vec<u32> = self.truth.iter().skip(done).take(5).copied().collect();
+        if right.is_empty() {
+            return;
+        }
+        let mut wrong_first = right.clone();
+        wrong_first[0] = (wrong_first[0] + 1) % VOCAB as u32;
+        let mut wrong_late = right.clone();
+        let last = wrong_late.len() - 1;
+        wrong_late[last] = (wrong_late[last] + 3) % VOCAB as u32;
+        for (tokens, weight) in [(wrong_first, 3.0), (wrong_late, 2.0), (right, 1.0)] {
+            out.push(Candidate { tokens, weight, source: Source::Fixed });
+        }
+    }
+}
+
+fn options(max: usize) -> DecodeOptions {
+    DecodeOptions { max_new_tokens: max, end_tokens: vec![], sampling: None }
+}
+
+fn run(
+    session: &mut Session<ToyModel>,
+    prompt: &[u32],
+    opts: &DecodeOptions,
+    drafter: Option<&mut dyn Drafter>,
+) -> (Vec<u32>, usize) {
+    let mut never = |_: &[u32]| false;
+    let hooks = DecodeHooks { stop: &mut never, cancelled: &|| false };
+    let generation = session.generate(prompt, opts, drafter, &mut FixedBudget { nodes: 16, depth: 6 }, hooks).unwrap();
+    (generation.tokens, generation.stats.forward_steps)
+}
+
+#[test]
+fn speculative_output_equals_plain_decoding() {
+    let prompt = [1, 2, 3, 4, 5, 1, 2, 3];
+    let (reference, ar_steps) = run(&mut Session::new(ToyModel::default()), &prompt, &options(60), None);
+    assert_eq!(reference.len(), 60);
+    assert_eq!(ar_steps, 59);
+
+    let (pld_out, _) =
+        run(&mut Session::new(ToyModel::default()), &prompt, &options(60), Some(&mut PromptLookup::default()));
+    assert_eq!(pld_out, reference);
+
+    let mut oracle = Oracle { truth: reference.clone(), prompt_len: prompt.len() };
+    let (oracle_out, oracle_steps) =
+        run(&mut Session::new(ToyModel::default()), &prompt, &options(60), Some(&mut oracle));
+    assert_eq!(oracle_out, reference);
+    assert!(oracle_steps < ar_steps / 3, "oracle drafts must be accepted: {oracle_steps} steps");
+}
+
+#[test]
+fn prompt_prefix_is_reused_and_output_is_unchanged() {
+    let mut session = Session::new(ToyModel::default());
+    let prompt: Vec<u32> = (0..40).map(|i| (i * 7 % VOCAB) as u32).collect();
+    let (first, _) = run(&mut session, &prompt, &options(20), Some(&mut PromptLookup::default()));
+    let mut edited = prompt.clone();
+    edited[35] = (edited[35] + 1) % VOCAB as u32;
+    let mut never = |_: &[u32]| false;
+    let hooks = DecodeHooks { stop: &mut never, cancelled: &|| false };
+    let second = session.generate(&edited, &options(20), None, &mut FixedBudget { nodes: 0, depth: 0 }, hooks).unwrap();
+    assert_eq!(second.stats.reused_tokens, 35);
+    let (fresh, _) = run(&mut Session::new(ToyModel::default()), &edited, &options(20), None);
+    assert_eq!(second.tokens, fresh);
+    // The same prompt again reuses all but the last token.
+    let (again, _) = run(&mut session, &prompt, &options(20), None);
+    assert_eq!(again, first);
+}
+
+#[test]
+fn stop_rule_end_tokens_and_cancellation() {
+    let prompt = [3, 1, 4, 1, 5];
+    let (reference, _) = run(&mut Session::new(ToyModel::default()), &prompt, &options(30), None);
+    let stop_at = reference[7];
+    let first_stop = reference.iter().position(|&t| t == stop_at).unwrap();
+
+    let mut session = Session::new(ToyModel::default());
+    let mut oracle = Oracle { truth: reference.clone(), prompt_len: prompt.len() };
+    let mut stop = |out: &[u32]| out.last() == Some(&stop_at);
+    let hooks = DecodeHooks { stop: &mut stop, cancelled: &|| false };
+    let generation = session
+        .generate(&prompt, &options(30), Some(&mut oracle), &mut FixedBudget { nodes: 16, depth: 6 }, hooks)
+        .unwrap();
+    assert_eq!(generation.stop, StopReason::StopRule);
+    assert_eq!(generation.tokens, reference[..=first_stop]);
+
+    let opts = DecodeOptions { end_tokens: vec![stop_at], ..options(30) };
+    let (ended, _) = run(&mut Session::new(ToyModel::default()), &prompt, &opts, None);
+    assert_eq!(ended, reference[..first_stop]);
+
+    let mut never = |_: &[u32]| false;
+    let hooks = DecodeHooks { stop: &mut never, cancelled: &|| true };
+    let cancelled = Session::new(ToyModel::default())
+        .generate(&prompt, &options(30), None, &mut FixedBudget { nodes: 0, depth: 0 }, hooks)
+        .unwrap();
+    assert_eq!(cancelled.stop, StopReason::Cancelled);
+    assert_eq!(cancelled.tokens.len(), 1);
+}
+
+#[test]
+fn sampling_is_reproducible_with_a_seed() {
+    let prompt = [2, 7, 1, 8];
+    let opts =
+        DecodeOptions { sampling: Some(SamplingParams { temperature: 0.9, top_p: 0.95, seed: 42 }), ..options(40) };
+    let (a, _) = run(&mut Session::new(ToyModel::default()), &prompt, &opts, Some(&mut PromptLookup::default()));
+    let (b, _) = run(&mut Session::new(ToyModel::default()), &prompt, &opts, Some(&mut PromptLookup::default()));
+    assert_eq!(a, b);
+    let other = DecodeOptions { sampling: Some(SamplingParams { seed: 43, ..opts.sampling.unwrap() }), ..opts.clone() };
+    let (c, _) = run(&mut Session::new(ToyModel::default()), &prompt, &other, Some(&mut PromptLookup::default()));
+    assert_ne!(a, c, "a different seed should change a 40-token sample");
+}

@@ -1,0 +1,224 @@
+//! The forward pass over token trees on top of a KV cache.
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use std::path::Path;
+use std::sync::Mutex;
+
+use crate::config::Config;
+use crate::kv::KvCache;
+use crate::loader::Weights;
+use crate::ops::{self, Rotation};
+use crate::tokenizer::Tokenizer;
+use crate::tree::TreeLayout;
+use crate::{source, LoadOptions, ModelInfo};
+
+/// Prompt tokens per forward pass during prefill.
+const PREFILL_CHUNK: usize = 128;
+
+/// A loaded model with its tokenizer and KV cache.
+pub struct Model {
+    info: ModelInfo,
+    config: Config,
+    tokenizer: Tokenizer,
+    weights: Weights,
+    kv: KvCache,
+}
+
+impl Model {
+    /// Loads a `.gguf` file, or a directory with `config.json`, `*.safetensors` and
+    /// `tokenizer.json`.
+    pub fn load(path: &Path, opts: &LoadOptions) -> Result<Model> {
+        crate::threads::configure(opts.threads);
+        let loaded = source::load(path, opts)?;
+        let kv = KvCache::new(
+            loaded.config.layers,
+            loaded.config.kv_heads,
+            loaded.config.head_dim,
+        );
+        Ok(Model {
+            info: loaded.info,
+            config: loaded.config,
+            tokenizer: loaded.tokenizer,
+            weights: loaded.weights,
+            kv,
+        })
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Number of tokens whose keys and values are in the cache.
+    pub fn cache_len(&self) -> usize {
+        self.kv.len()
+    }
+
+    /// Drops cache entries past `len` (and any provisional tree entries).
+    pub fn truncate(&mut self, len: usize) {
+        self.kv.truncate(len);
+    }
+
+    /// Appends `tokens` to the cache, in chunks, and returns the logits after the last one.
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            bail!("prefill: no tokens");
+        }
+        self.check_room(tokens.len())?;
+        let mut logits = Vec::new();
+        let chunks = tokens.chunks(PREFILL_CHUNK);
+        let n_chunks = chunks.len();
+        for (i, chunk) in chunks.enumerate() {
+            let want: &[usize] = if i + 1 == n_chunks {
+                &[chunk.len() - 1]
+            } else {
+                &[]
+            };
+            logits = self.run(chunk, TreeLayout::chain(chunk.len()), want)?;
+            let all: Vec<usize> = (0..chunk.len()).collect();
+            self.kv.keep(&all)?;
+        }
+        Ok(logits)
+    }
+
+    /// One forward pass over a token tree on top of the cache. Node `i` sits at position
+    /// `cache_len + depth(i)` and attends to the cache, its ancestors and itself
+    /// (`parents[i] < i`, `None` for top-level nodes). Returns the logits of every node,
+    /// row-major `[nodes, vocab_size]`. The nodes' cache entries are held until
+    /// [`Self::keep_path`] or the next call.
+    pub fn forward_tree(&mut self, tokens: &[u32], parents: &[Option<usize>]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            bail!("forward_tree: empty tree");
+        }
+        if tokens.len() != parents.len() {
+            bail!(
+                "forward_tree: {} tokens but {} parent links",
+                tokens.len(),
+                parents.len()
+            );
+        }
+        let tree = TreeLayout::new(parents)?;
+        self.check_room(tree.max_depth().unwrap_or(0) + 1)?;
+        let all: Vec<usize> = (0..tokens.len()).collect();
+        self.run(tokens, tree, &all)
+    }
+
+    /// Appends the entries of `path` (nodes of the last tree, a chain from a top-level
+    /// node down, in order) to the cache and discards the other nodes.
+    pub fn keep_path(&mut self, path: &[usize]) -> Result<()> {
+        self.kv.keep(path)
+    }
+
+    fn check_room(&self, extra: usize) -> Result<()> {
+        let needed = self.kv.len() + extra;
+        if needed > self.config.context_length {
+            bail!(
+                "sequence of {needed} tokens exceeds the model's context length of {}",
+                self.config.context_length
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs the network over the nodes of `tree` and returns logits for the rows in `want`.
+    fn run(&mut self, tokens: &[u32], tree: TreeLayout, want: &[usize]) -> Result<Vec<f32>> {
+        self.kv.discard_pending();
+        let cfg = &self.config;
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
+            bail!("token id {bad} is outside the vocabulary ({})", cfg.vocab_size);
+        }
+        let n = tokens.len();
+        let (qd, kvd, hd) = (cfg.q_dim(), cfg.kv_dim(), cfg.head_dim);
+        let cache_len = self.kv.len();
+        let rotations: Vec<Rotation> = (0..=tree.max_depth().unwrap_or(0))
+            .map(|d| Rotation::new(cache_len + d, hd, cfg.rope_theta, cfg.rope_scale))
+            .collect();
+
+        let mut x = self.embed(tokens)?;
+        for (l, layer) in self.weights.layers.iter().enumerate() {
+            let h = ops::rms_norm(&x, &layer.attn_norm, cfg.rms_eps);
+            let qkv = layer.qkv.forward(&h, n)?;
+            let width = qd + 2 * kvd;
+            let mut q = Vec::with_capacity(n * qd);
+            let mut k = Vec::with_capacity(n * kvd);
+            let mut v = Vec::with_capacity(n * kvd);
+            for (i, row) in qkv.chunks_exact(width).enumerate() {
+                let rot = &rotations[tree.depth(i)];
+                let start = q.len();
+                q.extend_from_slice(&row[..qd]);
+                rot.apply(&mut q[start..], cfg.rope_style);
+                let start = k.len();
+                k.extend_from_slice(&row[qd..qd + kvd]);
+                rot.apply(&mut k[start..], cfg.rope_style);
+                v.extend_from_slice(&row[qd + kvd..]);
+            }
+            self.kv.set_pending(l, &k, &v);
+            let attn = attention(&self.kv, l, &q, &tree, cfg);
+            ops::add_assign(&mut x, &layer.o.forward(&attn, n)?);
+            let h = ops::rms_norm(&x, &layer.ffn_norm, cfg.rms_eps);
+            let act = ops::swiglu(&layer.gate_up.forward(&h, n)?, cfg.intermediate);
+            ops::add_assign(&mut x, &layer.down.forward(&act, n)?);
+        }
+        self.kv.finish_pending(tree);
+
+        if want.is_empty() {
+            return Ok(Vec::new());
+        }
+        let h = cfg.hidden;
+        let rows: Vec<f32> = want
+            .iter()
+            .flat_map(|&r| x[r * h..(r + 1) * h].iter().copied())
+            .collect();
+        let normed = ops::rms_norm(&rows, &self.weights.norm, cfg.rms_eps);
+        self.weights.lm_head.forward(&normed, want.len())
+    }
+
+    fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let ids = Tensor::new(tokens, &Device::Cpu)?;
+        let rows = self
+            .weights
+            .embed
+            .embedding(&ids)
+            .context("embedding lookup failed")?;
+        Ok(rows.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+    }
+}
+
+/// Attention of every node and head, one (node, head) pair per work unit on candle's
+/// thread pool. Returns `[nodes, heads * head_dim]`.
+fn attention(kv: &KvCache, layer: usize, q: &[f32], tree: &TreeLayout, cfg: &Config) -> Vec<f32> {
+    let (heads, hd) = (cfg.heads, cfg.head_dim);
+    let group = heads / cfg.kv_heads;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut out = vec![0f32; tree.len() * heads * hd];
+    let cells: Vec<Mutex<&mut [f32]>> = out.chunks_mut(hd).map(Mutex::new).collect();
+    let layer_kv = kv.layer(layer);
+    candle_core::utils::barrier_pool().execute_chunked(cells.len(), |units| {
+        let mut scores = Vec::new();
+        for unit in units {
+            let (node, head) = (unit / heads, unit % heads);
+            let g = head / group;
+            let visible = tree.visible(node);
+            let query = &q[unit * hd..(unit + 1) * hd];
+            let mut dst = cells[unit].lock().unwrap_or_else(|e| e.into_inner());
+            ops::attend(
+                query,
+                layer_kv.keys(g, visible),
+                layer_kv.values(g, visible),
+                scale,
+                &mut scores,
+                &mut dst,
+            );
+        }
+    });
+    drop(cells);
+    out
+}

@@ -1,0 +1,148 @@
+//! Reading a model from a Hugging Face directory: `config.json`, `*.safetensors`,
+//! `tokenizer.json`.
+
+use anyhow::{anyhow, bail, Context, Result};
+use candle_core::{Device, Tensor};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::config::{Config, Family, RopeStyle};
+use crate::loader::{Slot, TensorSource};
+use crate::weights::RawWeight;
+
+/// The parsed `config.json` plus the tensors of every safetensors file.
+pub(crate) struct SafetensorsDir {
+    pub config: Config,
+    pub bos: Option<u32>,
+    pub eos: Vec<u32>,
+    tensors: HashMap<String, Tensor>,
+}
+
+impl SafetensorsDir {
+    pub fn open(dir: &Path) -> Result<Self> {
+        let config_path = dir.join("config.json");
+        let text = std::fs::read_to_string(&config_path)
+            .with_context(|| format!("cannot read {}", config_path.display()))?;
+        let json: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
+        let config = parse_config(&json)
+            .with_context(|| format!("unusable {}", config_path.display()))?;
+        let files = safetensors_files(dir)?;
+        let mut tensors = HashMap::new();
+        for file in &files {
+            let part = candle_core::safetensors::load(file, &Device::Cpu)
+                .map_err(|e| anyhow!("cannot read {}: {e}", file.display()))?;
+            tensors.extend(part);
+        }
+        Ok(Self {
+            config,
+            bos: token_ids(json.get("bos_token_id")).first().copied(),
+            eos: token_ids(json.get("eos_token_id")),
+            tensors,
+        })
+    }
+}
+
+fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no .safetensors files in {}", dir.display());
+    }
+    Ok(files)
+}
+
+/// A token id or a list of them (config.json allows both).
+fn token_ids(v: Option<&Value>) -> Vec<u32> {
+    match v {
+        Some(Value::Number(n)) => n.as_u64().and_then(|x| u32::try_from(x).ok()).into_iter().collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn parse_config(json: &Value) -> Result<Config> {
+    let arch = json
+        .get("model_type")
+        .and_then(Value::as_str)
+        .context("config.json has no model_type")?;
+    let family = Family::parse(arch)?;
+    let num = |key: &str| -> Result<usize> {
+        json.get(key)
+            .and_then(Value::as_u64)
+            .map(|v| v as usize)
+            .with_context(|| format!("config.json: '{key}' is missing or not an integer"))
+    };
+    let float = |key: &str, default: f64| -> f32 {
+        json.get(key).and_then(Value::as_f64).unwrap_or(default) as f32
+    };
+    let hidden = num("hidden_size")?;
+    let heads = num("num_attention_heads")?;
+    let head_dim = match json.get("head_dim").and_then(Value::as_u64) {
+        Some(d) => d as usize,
+        None if heads > 0 => hidden / heads,
+        None => 0,
+    };
+    let rope_scale = match json.get("rope_scaling") {
+        None | Some(Value::Null) => 1.0,
+        Some(s) => {
+            let kind = s
+                .get("rope_type")
+                .or_else(|| s.get("type"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if kind != "linear" {
+                bail!("unsupported rope_scaling type '{kind}' (supported: linear)");
+            }
+            s.get("factor").and_then(Value::as_f64).unwrap_or(1.0) as f32
+        }
+    };
+    let config = Config {
+        family,
+        hidden,
+        intermediate: num("intermediate_size")?,
+        layers: num("num_hidden_layers")?,
+        heads,
+        kv_heads: num("num_key_value_heads").unwrap_or(heads),
+        head_dim,
+        vocab_size: num("vocab_size")?,
+        context_length: num("max_position_embeddings")?,
+        rms_eps: float("rms_norm_eps", 1e-6),
+        rope_theta: float("rope_theta", 10_000.0),
+        rope_scale,
+        rope_style: RopeStyle::Half,
+    };
+    config.validate()?;
+    Ok(config)
+}
+
+impl TensorSource for SafetensorsDir {
+    fn name_of(&self, slot: Slot) -> String {
+        match slot {
+            Slot::Embed => "model.embed_tokens.weight".into(),
+            Slot::Norm => "model.norm.weight".into(),
+            Slot::Output => "lm_head.weight".into(),
+            Slot::Layer(i, w) => format!("model.layers.{i}.{}", w.hf_name()),
+        }
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    fn read(&mut self, name: &str) -> Result<RawWeight> {
+        let t = self
+            .tensors
+            .get(name)
+            .with_context(|| format!("tensor '{name}' is missing"))?;
+        Ok(RawWeight::Dense(t.clone()))
+    }
+}

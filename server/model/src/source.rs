@@ -1,0 +1,120 @@
+//! Model loading: picks the file format, reads config, tokenizer and weights.
+
+use anyhow::{anyhow, bail, Result};
+use std::path::Path;
+
+use crate::config::Config;
+use crate::gguf::GgufFile;
+use crate::loader::{self, Weights};
+use crate::safetensors::SafetensorsDir;
+use crate::tokenizer::Tokenizer;
+use crate::weights::Converter;
+use crate::{threads, LoadOptions, ModelInfo};
+
+pub(crate) struct Loaded {
+    pub info: ModelInfo,
+    pub config: Config,
+    pub tokenizer: Tokenizer,
+    pub weights: Weights,
+}
+
+/// Loads a `.gguf` file or a safetensors directory. Every error is one line naming `path`.
+pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
+    let result = if path.is_dir() {
+        load_dir(path, opts)
+    } else if path.is_file() {
+        load_gguf(path, opts)
+    } else {
+        bail!("model not found: {}", path.display());
+    };
+    result.map_err(|e| anyhow!("cannot load model {}: {e:#}", path.display()))
+}
+
+fn load_gguf(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
+    let mut file = GgufFile::open(path)?;
+    let config = file.config()?;
+    let tokenizer = file.tokenizer()?;
+    let conv = Converter::new(opts.weights);
+    let weights = loader::build(&mut file, &config, &conv)?;
+    let mut eos: Vec<u32> = ["eos", "eot", "eom"]
+        .iter()
+        .filter_map(|w| file.token_id(w))
+        .collect();
+    eos.extend(end_of_text_tokens(&tokenizer));
+    let name = file.name().unwrap_or_else(|| file_stem(path));
+    Ok(Loaded {
+        info: info(name, &config, &tokenizer, &conv, &weights, file.token_id("bos"), eos),
+        config,
+        tokenizer,
+        weights,
+    })
+}
+
+fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
+    let tokenizer_path = dir.join("tokenizer.json");
+    if !tokenizer_path.is_file() {
+        bail!("no tokenizer.json in {}", dir.display());
+    }
+    let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
+    let mut st = SafetensorsDir::open(dir)?;
+    let config = st.config.clone();
+    let conv = Converter::new(opts.weights);
+    let weights = loader::build(&mut st, &config, &conv)?;
+    let mut eos = st.eos.clone();
+    eos.extend(end_of_text_tokens(&tokenizer));
+    let bos = st.bos;
+    Ok(Loaded {
+        info: info(file_stem(dir), &config, &tokenizer, &conv, &weights, bos, eos),
+        config,
+        tokenizer,
+        weights,
+    })
+}
+
+fn info(
+    name: String,
+    config: &Config,
+    tokenizer: &Tokenizer,
+    conv: &Converter,
+    weights: &Weights,
+    bos: Option<u32>,
+    mut eos: Vec<u32>,
+) -> ModelInfo {
+    eos.sort_unstable();
+    eos.dedup();
+    let threads = threads::effective();
+    ModelInfo {
+        name,
+        architecture: config.family.name().to_string(),
+        vocab_size: config.vocab_size,
+        context_length: config.context_length,
+        device: format!("cpu ({threads} threads)"),
+        weights: conv.describe(&weights.source_dtype, config.hidden),
+        bos_token: bos,
+        eos_tokens: eos,
+        fim: tokenizer.fim_tokens(),
+        threads,
+    }
+}
+
+/// End-of-text tokens of the common families: a completion stops at any of them.
+fn end_of_text_tokens(tokenizer: &Tokenizer) -> Vec<u32> {
+    [
+        "<|endoftext|>",
+        "<|im_end|>",
+        "<|end_of_text|>",
+        "<|eot_id|>",
+        "<｜end▁of▁sentence｜>",
+        "<EOT>",
+        "</s>",
+    ]
+    .iter()
+    .filter_map(|t| tokenizer.token_to_id(t))
+    .collect()
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}

@@ -1,0 +1,281 @@
+//! Weights as loaded from a file, converted once into the format the forward pass runs on.
+//!
+//! Every projection goes through candle's `QMatMul`, so GGUF quantized weights and
+//! safetensors float weights share one code path. Projections that read the same input
+//! (q/k/v, gate/up) are fused into one matrix by stacking rows: each output column of a
+//! matmul depends only on its own weight row, so fusing changes no bit of the result.
+
+use anyhow::{bail, Context, Result};
+use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
+use candle_core::{DType, Device, Module, Tensor};
+use std::borrow::Cow;
+
+use crate::WeightFormat;
+
+/// A 2-D weight `[out, in]` as stored in the model file.
+pub enum RawWeight {
+    Quantized(QTensor),
+    Dense(Tensor),
+}
+
+impl RawWeight {
+    pub fn dims(&self) -> Result<(usize, usize)> {
+        Ok(match self {
+            Self::Quantized(q) => q.shape().dims2()?,
+            Self::Dense(t) => t.dims2()?,
+        })
+    }
+
+    /// Short name of the stored element type (e.g. `Q4_1`, `BF16`).
+    pub fn dtype_name(&self) -> String {
+        match self {
+            Self::Quantized(q) => format!("{:?}", q.dtype()),
+            Self::Dense(t) => format!("{:?}", t.dtype()).to_uppercase(),
+        }
+    }
+
+    pub fn to_f32(&self) -> Result<Tensor> {
+        Ok(match self {
+            Self::Quantized(q) => q.dequantize(&Device::Cpu)?,
+            Self::Dense(t) => t.to_dtype(DType::F32)?,
+        })
+    }
+
+    /// A vector (norm weight, bias) as f32 values.
+    pub fn to_vec1(&self) -> Result<Vec<f32>> {
+        Ok(self.to_f32()?.flatten_all()?.to_vec1::<f32>()?)
+    }
+}
+
+/// One matmul of a [`Linear`]: `n` outputs from a `k_in`-wide (possibly zero-padded) input.
+struct Part {
+    matmul: QMatMul,
+    k_in: usize,
+    n: usize,
+}
+
+/// `y = x W^T (+ b)` for a batch of rows, possibly made of several stacked parts.
+pub struct Linear {
+    parts: Vec<Part>,
+    in_dim: usize,
+    out_dim: usize,
+    bias: Option<Vec<f32>>,
+}
+
+impl Linear {
+    /// Multiplies `m` rows of `in_dim` values (row-major) and returns `m` rows of `out_dim`.
+    pub fn forward(&self, x: &[f32], m: usize) -> Result<Vec<f32>> {
+        debug_assert_eq!(x.len(), m * self.in_dim);
+        let mut out = if let [part] = self.parts.as_slice() {
+            self.run_part(part, x, m)?
+        } else {
+            let results = self
+                .parts
+                .iter()
+                .map(|p| self.run_part(p, x, m))
+                .collect::<Result<Vec<_>>>()?;
+            let mut out = Vec::with_capacity(m * self.out_dim);
+            for row in 0..m {
+                for (part, r) in self.parts.iter().zip(&results) {
+                    out.extend_from_slice(&r[row * part.n..(row + 1) * part.n]);
+                }
+            }
+            out
+        };
+        if let Some(bias) = &self.bias {
+            for row in out.chunks_exact_mut(self.out_dim) {
+                for (y, b) in row.iter_mut().zip(bias) {
+                    *y += b;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn run_part(&self, part: &Part, x: &[f32], m: usize) -> Result<Vec<f32>> {
+        // A dense (gemm) product of a single row rounds differently from the same row
+        // inside a larger batch; running it as two rows keeps every row's result
+        // independent of the batch size, which exact tree verification relies on.
+        let rows = if matches!(part.matmul, QMatMul::QTensor(_)) {
+            m
+        } else {
+            m.max(2)
+        };
+        let mut input = Vec::with_capacity(rows * part.k_in);
+        for row in x.chunks_exact(self.in_dim) {
+            input.extend_from_slice(row);
+            input.resize(input.len() + part.k_in - self.in_dim, 0.0);
+        }
+        while input.len() < rows * part.k_in {
+            input.extend_from_within(0..part.k_in);
+        }
+        let t = Tensor::from_vec(input, (rows, part.k_in), &Device::Cpu)?;
+        let mut y = part.matmul.forward(&t)?.flatten_all()?.to_vec1::<f32>()?;
+        y.truncate(m * part.n);
+        Ok(y)
+    }
+}
+
+/// Turns raw weights into [`Linear`]s of the requested format.
+pub struct Converter {
+    format: WeightFormat,
+    pad_inputs: bool,
+}
+
+impl Converter {
+    pub fn new(format: WeightFormat) -> Self {
+        Self {
+            format,
+            pad_inputs: fast_q8_kernels_need_padding(),
+        }
+    }
+
+    /// Width the input of a Q8_0 matrix with `k` columns is padded to.
+    fn q8_width(&self, k: usize) -> usize {
+        if self.pad_inputs {
+            k.next_multiple_of(256)
+        } else {
+            k.next_multiple_of(32)
+        }
+    }
+
+    /// Stacks `parts` (same input width) into one linear layer with an optional bias.
+    pub fn linear(&self, parts: Vec<RawWeight>, bias: Option<Vec<f32>>) -> Result<Linear> {
+        let dims = parts
+            .iter()
+            .map(RawWeight::dims)
+            .collect::<Result<Vec<_>>>()?;
+        let Some(&(_, in_dim)) = dims.first() else {
+            bail!("linear layer without weights");
+        };
+        if dims.iter().any(|&(_, k)| k != in_dim) {
+            bail!("fused weights have different input widths: {dims:?}");
+        }
+        let out_dim = dims.iter().map(|&(n, _)| n).sum();
+        if let Some(b) = &bias {
+            if b.len() != out_dim {
+                bail!("bias has {} values for {out_dim} outputs", b.len());
+            }
+        }
+        let parts = match self.format {
+            WeightFormat::Q8_0 => vec![self.q8_part(&parts, out_dim, in_dim)?],
+            WeightFormat::F32 => vec![dense_part(&parts, out_dim, in_dim)?],
+            WeightFormat::Native => native_parts(parts, out_dim, in_dim)?,
+        };
+        Ok(Linear {
+            parts,
+            in_dim,
+            out_dim,
+            bias,
+        })
+    }
+
+    fn q8_part(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
+        let k_in = self.q8_width(k);
+        let mut w = stack_f32(parts)?;
+        if k_in > k {
+            let zeros = Tensor::zeros((n, k_in - k), DType::F32, &Device::Cpu)?;
+            w = Tensor::cat(&[&w, &zeros], 1)?;
+        }
+        let q = QTensor::quantize(&w, GgmlDType::Q8_0)?;
+        Ok(Part {
+            matmul: QMatMul::from_qtensor(q)?,
+            k_in,
+            n,
+        })
+    }
+
+    /// Describes the conversion for [`crate::ModelInfo::weights`].
+    pub fn describe(&self, source: &str, example_width: usize) -> String {
+        match self.format {
+            WeightFormat::Q8_0 => {
+                let k_in = self.q8_width(example_width);
+                if k_in > example_width {
+                    format!("Q8_0 (converted from {source}; {example_width}-wide inputs zero-padded to {k_in})")
+                } else {
+                    format!("Q8_0 (converted from {source})")
+                }
+            }
+            WeightFormat::F32 => format!("F32 (converted from {source})"),
+            WeightFormat::Native => format!("{source} (as stored)"),
+        }
+    }
+}
+
+fn stack_f32(parts: &[RawWeight]) -> Result<Tensor> {
+    let ts = parts
+        .iter()
+        .map(RawWeight::to_f32)
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Tensor::cat(&ts, 0)?)
+}
+
+fn dense_part(parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
+    Ok(Part {
+        matmul: QMatMul::Tensor(stack_f32(parts)?.contiguous()?),
+        k_in: k,
+        n,
+    })
+}
+
+/// Keeps quantized weights as stored. Parts of one quantized type are stacked by
+/// concatenating their blocks (rows are whole blocks); mixed types stay separate.
+fn native_parts(parts: Vec<RawWeight>, n: usize, k: usize) -> Result<Vec<Part>> {
+    let first_q = match parts.first() {
+        Some(RawWeight::Quantized(q)) => Some(q.dtype()),
+        _ => None,
+    };
+    let all_same_quant = parts
+        .iter()
+        .all(|p| matches!(p, RawWeight::Quantized(q) if Some(q.dtype()) == first_q));
+    if parts.iter().all(|p| matches!(p, RawWeight::Dense(_))) {
+        return Ok(vec![dense_part(&parts, n, k)?]);
+    }
+    if all_same_quant && parts.len() > 1 {
+        let dtype = first_q.context("no quantized part")?;
+        let mut bytes = Vec::new();
+        for p in &parts {
+            if let RawWeight::Quantized(q) = p {
+                bytes.extend_from_slice(&q.data()?);
+            }
+        }
+        let storage = QStorage::from_data(Cow::Owned(bytes), &Device::Cpu, dtype)?;
+        let q = QTensor::new(storage, (n, k))?;
+        return Ok(vec![Part {
+            matmul: QMatMul::from_qtensor(q)?,
+            k_in: k,
+            n,
+        }]);
+    }
+    parts
+        .into_iter()
+        .map(|p| {
+            let (pn, pk) = p.dims()?;
+            let matmul = match p {
+                RawWeight::Quantized(q) => QMatMul::from_qtensor(q)?,
+                RawWeight::Dense(t) => QMatMul::Tensor(t.to_dtype(DType::F32)?.contiguous()?),
+            };
+            Ok(Part {
+                matmul,
+                k_in: pk,
+                n: pn,
+            })
+        })
+        .collect()
+}
+
+/// candle's fast x86 kernels for Q8_0 (AVX-512 VNNI / AVX-VNNI) only serve input widths
+/// that are multiples of 256; elsewhere padding would only cost memory bandwidth.
+fn fast_q8_kernels_need_padding() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        (std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vnni"))
+            || (std::arch::is_x86_feature_detected!("avxvnni")
+                && std::arch::is_x86_feature_detected!("avx2"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}

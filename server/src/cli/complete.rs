@@ -1,0 +1,72 @@
+//! `copilotd complete`: one completion at a cursor, for scripts and
+//! benchmarks.
+
+use super::{parse_strategy, EngineArgs};
+use crate::completion::{Completer, CompletionRequest, Strategy};
+use crate::text_position;
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::json;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct CompleteArgs {
+    /// The workspace root.
+    #[arg(long, default_value = ".")]
+    workspace: PathBuf,
+    /// The file, relative to the workspace.
+    #[arg(long)]
+    file: PathBuf,
+    /// Cursor line, 1-based.
+    #[arg(long)]
+    line: usize,
+    /// Cursor column in characters, 1-based.
+    #[arg(long)]
+    column: usize,
+    /// Most new tokens.
+    #[arg(long, default_value_t = 128)]
+    max_tokens: usize,
+    /// Decoding strategy: ar, pld, rest, fastcoder or auto.
+    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    strategy: Strategy,
+    /// Print one JSON object on the last line of stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+pub fn run(args: &CompleteArgs) -> Result<()> {
+    let path = args.workspace.join(&args.file);
+    let text = text_position::read_source_file(&path)?;
+    let cursor = text_position::offset_of_line_column(&text, args.line, args.column)?;
+    let mut completer = Completer::load(&args.engine.settings())?;
+    let relative = args.file.to_string_lossy();
+    let request = CompletionRequest {
+        text: &text,
+        cursor,
+        path: Some(&relative),
+        max_tokens: args.max_tokens,
+        strategy: args.strategy,
+    };
+    let completion = completer.complete(&request, &|| false).context("completion failed")?;
+    if args.json {
+        let mut object = serde_json::to_value(&completion.stats)?;
+        object["text"] = json!(completion.text);
+        object["model"] = json!(completer.model_info().name);
+        println!("{}", serde_json::to_string(&object)?);
+    } else {
+        println!("{}", completion.text);
+        let stats = &completion.stats;
+        eprintln!(
+            "{} tokens in {} steps ({:.2} tokens/step), {:.1} ms/token, prefill {:.0} ms, strategy {}",
+            stats.new_tokens,
+            stats.forward_steps,
+            stats.acceptance_length,
+            stats.ms_per_token,
+            stats.prefill_ms,
+            stats.strategy
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,123 @@
+//! The command line: `copilotd --stdio` and the subcommands for people and
+//! scripts.
+
+mod bench;
+mod complete;
+
+use crate::completion::{EngineSettings, Strategy};
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use copilotd_model::WeightFormat;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "copilotd", version, about = "Local code completions from a local LLM, decoded speculatively and losslessly")]
+struct Cli {
+    /// Run the language server on stdin/stdout.
+    #[arg(long)]
+    stdio: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// One completion at a cursor.
+    Complete(complete::CompleteArgs),
+    /// Manage the model.
+    #[command(subcommand)]
+    Model(ModelCommand),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum ModelCommand {
+    /// Fetch the embedded default model into the cache directory.
+    Fetch {
+        /// Do nothing when the model is already there.
+        #[arg(long)]
+        if_missing: bool,
+    },
+}
+
+/// Model and decoding options shared by the subcommands that load a model.
+#[derive(Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// A GGUF file or a safetensors directory (default: the embedded SmolLM2-135M-Instruct).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Threads for the model (default: physical cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Weight format at load time: native, q8_0 or f32.
+    #[arg(long, default_value = "q8_0", value_parser = parse_weights)]
+    pub weights: WeightFormat,
+    /// Most prompt tokens.
+    #[arg(long, default_value_t = 2048)]
+    pub prompt_tokens: usize,
+    /// Draft tree nodes per step for fixed-budget strategies.
+    #[arg(long, default_value_t = 8)]
+    pub draft_nodes: usize,
+    /// Deepest draft considered.
+    #[arg(long, default_value_t = 8)]
+    pub draft_depth: usize,
+}
+
+impl EngineArgs {
+    pub fn settings(&self) -> EngineSettings {
+        let mut settings = EngineSettings {
+            model: self.model.clone(),
+            threads: self.threads,
+            weights: self.weights,
+            draft_nodes: self.draft_nodes,
+            draft_depth: self.draft_depth,
+            ..EngineSettings::default()
+        };
+        settings.prompt.max_tokens = self.prompt_tokens;
+        settings
+    }
+}
+
+fn parse_weights(value: &str) -> Result<WeightFormat, String> {
+    match value {
+        "native" => Ok(WeightFormat::Native),
+        "q8_0" => Ok(WeightFormat::Q8_0),
+        "f32" => Ok(WeightFormat::F32),
+        other => Err(format!("unknown weight format '{other}' (expected native, q8_0 or f32)")),
+    }
+}
+
+fn parse_strategy(value: &str) -> Result<Strategy, String> {
+    value.parse().map_err(|e: anyhow::Error| e.to_string())
+}
+
+/// Parses the command line and runs it.
+pub fn run() -> Result<()> {
+    let cli = Cli::parse();
+    match (cli.stdio, cli.command) {
+        (true, None) => {
+            // TEMPORARY wiring by the LSP engineer (the lead owns this file).
+            let (config, warnings) = crate::config::Config::load();
+            for warning in warnings {
+                eprintln!("copilotd: warning: {warning}");
+            }
+            crate::lsp::run_stdio(config)
+        }
+        (true, Some(_)) => anyhow::bail!("--stdio takes no subcommand"),
+        (false, None) => anyhow::bail!("nothing to do: pass --stdio or a subcommand (see --help)"),
+        (false, Some(Command::Complete(args))) => complete::run(&args),
+        (false, Some(Command::Model(ModelCommand::Fetch { if_missing }))) => {
+            let existing = crate::model_files::default_model_path();
+            if if_missing && existing.exists() {
+                println!("model present: {}", existing.display());
+                return Ok(());
+            }
+            let path = crate::model_files::fetch_default()?;
+            println!("fetched {}", path.display());
+            Ok(())
+        }
+        (false, Some(Command::Bench(command))) => bench::run(command),
+    }
+}

@@ -1,0 +1,257 @@
+//! One completion at a cursor: prompt, drafting strategy, speculative
+//! decoding, stop rules. Shared by `copilotd complete` and the LSP server so
+//! both give the same text for the same buffer and cursor.
+
+pub mod model_adapter;
+pub mod prompt;
+pub mod stop;
+pub mod strategy;
+
+pub use strategy::Strategy;
+
+use crate::model_files;
+use anyhow::{Context, Result};
+use copilotd_draft::decode::{DecodeHooks, DecodeOptions, DecodeStats, FixedBudget, Session, StopReason};
+use copilotd_draft::drafter::Drafter;
+use copilotd_draft::pld::PromptLookup;
+use copilotd_model::{LoadOptions, Model, ModelInfo, Tokenizer, WeightFormat};
+use model_adapter::LoadedModel;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use stop::StopRules;
+
+/// The error a completion returns when its `cancelled` hook fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+impl std::fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("completion cancelled")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+/// How the engine is set up: which model, how it decodes.
+#[derive(Clone, Debug)]
+pub struct EngineSettings {
+    /// A GGUF file or safetensors directory; `None`: the default model.
+    pub model: Option<PathBuf>,
+    pub threads: Option<usize>,
+    pub weights: WeightFormat,
+    pub prompt: prompt::PromptBudget,
+    /// Use fill-in-the-middle prompts when the model has FIM tokens.
+    pub fim: bool,
+    /// Stop after this many lines (0: only the block rule and max tokens).
+    pub max_lines: usize,
+    /// Draft tree size for fixed-budget strategies (nodes besides the root).
+    pub draft_nodes: usize,
+    /// Deepest draft considered.
+    pub draft_depth: usize,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            model: None,
+            threads: None,
+            weights: WeightFormat::default(),
+            prompt: prompt::PromptBudget::default(),
+            fim: false,
+            max_lines: 0,
+            draft_nodes: 8,
+            draft_depth: 8,
+        }
+    }
+}
+
+/// One completion request.
+#[derive(Clone, Copy, Debug)]
+pub struct CompletionRequest<'a> {
+    /// The whole buffer.
+    pub text: &'a str,
+    /// Byte offset of the cursor in `text`.
+    pub cursor: usize,
+    /// Workspace-relative path of the buffer, when it has one.
+    pub path: Option<&'a str>,
+    pub max_tokens: usize,
+    pub strategy: Strategy,
+}
+
+/// Statistics of one completion, as printed by `complete --json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompletionStats {
+    pub strategy: Strategy,
+    pub prompt_tokens: usize,
+    pub reused_prompt_tokens: usize,
+    pub new_tokens: usize,
+    pub forward_steps: usize,
+    pub acceptance_length: f64,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+    pub draft_ms: f64,
+    pub ms_per_token: f64,
+    pub tree_nodes: usize,
+    pub stop: &'static str,
+}
+
+impl CompletionStats {
+    fn new(strategy: Strategy, stats: &DecodeStats, stop: StopReason) -> Self {
+        CompletionStats {
+            strategy,
+            prompt_tokens: stats.prompt_tokens,
+            reused_prompt_tokens: stats.reused_tokens,
+            new_tokens: stats.new_tokens,
+            forward_steps: stats.forward_steps,
+            acceptance_length: stats.acceptance_length(),
+            prefill_ms: stats.prefill_ms,
+            decode_ms: stats.decode_ms,
+            draft_ms: stats.draft_ms,
+            ms_per_token: stats.ms_per_token(),
+            tree_nodes: stats.tree_nodes,
+            stop: match stop {
+                StopReason::MaxTokens => "max_tokens",
+                StopReason::EndOfText => "end_of_text",
+                StopReason::StopRule => "stop_rule",
+                StopReason::Cancelled => "cancelled",
+            },
+        }
+    }
+}
+
+/// A finished completion.
+#[derive(Clone, Debug)]
+pub struct Completion {
+    /// Text to insert at the cursor, cut by the stop rules.
+    pub text: String,
+    /// The generated token ids (before the text was cut).
+    pub tokens: Vec<u32>,
+    pub stats: CompletionStats,
+}
+
+/// Tokens/s and acceptance length over recent completions.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RecentStats {
+    pub completions: usize,
+    pub tokens_per_second: Option<f64>,
+    pub acceptance_length: Option<f64>,
+}
+
+/// How many completions `RecentStats` averages over.
+const RECENT_WINDOW: usize = 20;
+
+/// Owns the model and the drafting state; serves completions one at a time.
+pub struct Completer {
+    session: Session<LoadedModel>,
+    tokenizer: Tokenizer,
+    info: ModelInfo,
+    settings: EngineSettings,
+    recent: VecDeque<CompletionStats>,
+}
+
+impl Completer {
+    /// Loads the configured model (fetching the default one if needed).
+    pub fn load(settings: &EngineSettings) -> Result<Completer> {
+        let path = model_files::resolve(settings.model.as_deref())?;
+        let options = LoadOptions { threads: settings.threads, weights: settings.weights };
+        let model = Model::load(&path, &options).with_context(|| format!("cannot load model {}", path.display()))?;
+        Ok(Completer::new(model, settings.clone()))
+    }
+
+    pub fn new(model: Model, settings: EngineSettings) -> Completer {
+        let tokenizer = model.tokenizer().clone();
+        let info = model.info().clone();
+        Completer { session: Session::new(LoadedModel(model)), tokenizer, info, settings, recent: VecDeque::new() }
+    }
+
+    pub fn model_info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Direct access to the model (benchmarks); forgets the cached prompt.
+    pub fn model_mut(&mut self) -> &mut Model {
+        &mut self.session.model_mut().0
+    }
+
+    pub fn recent_stats(&self) -> RecentStats {
+        let (tokens, ms, steps) = self.recent.iter().fold((0usize, 0.0f64, 0usize), |(t, m, s), stats| {
+            (t + stats.new_tokens, m + stats.decode_ms, s + stats.forward_steps)
+        });
+        RecentStats {
+            completions: self.recent.len(),
+            tokens_per_second: (ms > 0.0).then(|| tokens as f64 * 1000.0 / ms),
+            acceptance_length: (steps > 0).then(|| tokens as f64 / steps as f64),
+        }
+    }
+
+    /// Completes the buffer at the cursor. `cancelled` is polled once per
+    /// decode step; when it fires the result is an error holding `Cancelled`.
+    pub fn complete(&mut self, request: &CompletionRequest, cancelled: &dyn Fn() -> bool) -> Result<Completion> {
+        let text = request.text;
+        anyhow::ensure!(
+            request.cursor <= text.len() && text.is_char_boundary(request.cursor),
+            "cursor offset {} is outside the document or inside a character",
+            request.cursor
+        );
+        let fim = self.info.fim.as_ref().filter(|_| self.settings.fim);
+        let prompt = prompt::build(&self.tokenizer, text, request.cursor, &self.settings.prompt, fim)?;
+        if prompt.is_empty() {
+            return Ok(self.empty_completion(request.strategy));
+        }
+        let line_start = text[..request.cursor].rfind('\n').map_or(0, |i| i + 1);
+        let rules = StopRules::new(&text[line_start..request.cursor], is_python(request.path), self.settings.max_lines);
+
+        let options = DecodeOptions {
+            max_new_tokens: request.max_tokens.max(1),
+            end_tokens: self.info.eos_tokens.clone(),
+            sampling: None,
+        };
+        let tokenizer = self.tokenizer.clone();
+        let mut stop = |generated: &[u32]| tokenizer.decode(generated).map(|text| rules.apply(&text).1).unwrap_or(false);
+        let hooks = DecodeHooks { stop: &mut stop, cancelled };
+        let mut budget = FixedBudget { nodes: self.settings.draft_nodes, depth: self.settings.draft_depth };
+        let mut drafter = self.drafter_for(request.strategy)?;
+        let drafter = drafter.as_mut().map(|d| d.as_mut() as &mut dyn Drafter);
+        let generation = self.session.generate(&prompt, &options, drafter, &mut budget, hooks)?;
+        if generation.stop == StopReason::Cancelled {
+            return Err(Cancelled.into());
+        }
+        let decoded = self.tokenizer.decode(&generation.tokens)?;
+        let text = rules.apply(&decoded).0.to_string();
+        let stats = CompletionStats::new(request.strategy, &generation.stats, generation.stop);
+        self.recent.push_back(stats.clone());
+        if self.recent.len() > RECENT_WINDOW {
+            self.recent.pop_front();
+        }
+        Ok(Completion { text, tokens: generation.tokens, stats })
+    }
+
+    fn empty_completion(&self, strategy: Strategy) -> Completion {
+        Completion {
+            text: String::new(),
+            tokens: Vec::new(),
+            stats: CompletionStats::new(strategy, &DecodeStats::default(), StopReason::MaxTokens),
+        }
+    }
+
+    fn drafter_for(&mut self, strategy: Strategy) -> Result<Option<Box<dyn Drafter>>> {
+        Ok(match strategy {
+            Strategy::Ar => None,
+            Strategy::Pld | Strategy::Auto => Some(Box::new(PromptLookup::default())),
+            Strategy::Rest | Strategy::FastCoder => anyhow::bail!("strategy '{strategy}' is not available in this build"),
+        })
+    }
+}
+
+/// Python rules apply to `.py`/`.pyi` files and to buffers without a path.
+fn is_python(path: Option<&str>) -> bool {
+    match path.and_then(|p| std::path::Path::new(p).extension()) {
+        Some(ext) => ext == "py" || ext == "pyi",
+        None => true,
+    }
+}

@@ -1,0 +1,99 @@
+//! The prompt of a completion: the text before the cursor (and, for models
+//! with fill-in-the-middle tokens when FIM is enabled, the text after it),
+//! within a token budget.
+
+use anyhow::Result;
+use copilotd_model::{FimTokens, Tokenizer};
+
+/// Bytes of text considered per prompt token before tokenizing; enough for
+/// code (about 3-4 bytes per token) while bounding the work on huge files.
+const BYTES_PER_TOKEN_WINDOW: usize = 8;
+
+/// Prompt settings.
+#[derive(Clone, Copy, Debug)]
+pub struct PromptBudget {
+    /// Most prompt tokens (prefix plus suffix).
+    pub max_tokens: usize,
+    /// Share of `max_tokens` given to the suffix in FIM prompts.
+    pub suffix_share: f32,
+}
+
+impl Default for PromptBudget {
+    fn default() -> Self {
+        PromptBudget { max_tokens: 2048, suffix_share: 0.25 }
+    }
+}
+
+/// Token ids of the prompt for a cursor at byte `cursor` of `text`.
+///
+/// The window starts at a line start so that consecutive requests on the
+/// same file tokenize to the same leading tokens, which is what lets the KV
+/// cache of the previous prompt be reused.
+pub fn build(
+    tokenizer: &Tokenizer,
+    text: &str,
+    cursor: usize,
+    budget: &PromptBudget,
+    fim: Option<&FimTokens>,
+) -> Result<Vec<u32>> {
+    anyhow::ensure!(text.is_char_boundary(cursor), "cursor at byte {cursor} is not at a character boundary");
+    let (before, after) = text.split_at(cursor);
+    let Some(fim) = fim else {
+        return prefix_tokens(tokenizer, before, budget.max_tokens);
+    };
+    let suffix_budget = (budget.max_tokens as f32 * budget.suffix_share) as usize;
+    let mut suffix = tokenizer.encode(window_from_start(after, suffix_budget * BYTES_PER_TOKEN_WINDOW))?;
+    suffix.truncate(suffix_budget);
+    let prefix = prefix_tokens(tokenizer, before, budget.max_tokens - suffix.len() - 3)?;
+    let mut prompt = Vec::with_capacity(prefix.len() + suffix.len() + 3);
+    prompt.push(fim.prefix);
+    prompt.extend(prefix);
+    prompt.push(fim.suffix);
+    prompt.extend(suffix);
+    prompt.push(fim.middle);
+    Ok(prompt)
+}
+
+fn prefix_tokens(tokenizer: &Tokenizer, before: &str, max_tokens: usize) -> Result<Vec<u32>> {
+    let tokens = tokenizer.encode(window_to_end(before, max_tokens * BYTES_PER_TOKEN_WINDOW))?;
+    Ok(tokens[tokens.len().saturating_sub(max_tokens)..].to_vec())
+}
+
+/// The tail of `text` of at most about `max_bytes`, starting at a line start
+/// when there is one in range.
+fn window_to_end(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut start = text.len() - max_bytes;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    match text[start..].find('\n') {
+        Some(newline) if start + newline + 1 < text.len() => &text[start + newline + 1..],
+        _ => &text[start..],
+    }
+}
+
+/// The head of `text` of at most `max_bytes`, ending at a character boundary.
+fn window_from_start(text: &str, max_bytes: usize) -> &str {
+    let mut end = text.len().min(max_bytes);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_cut_at_line_starts_and_char_boundaries() {
+        let text = "line one\nline two\nline three";
+        assert_eq!(window_to_end(text, 100), text);
+        assert_eq!(window_to_end(text, 15), "line three");
+        assert_eq!(window_to_end("ééé", 3), "é");
+        assert_eq!(window_from_start("aé", 2), "a");
+    }
+}

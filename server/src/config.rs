@@ -1,0 +1,298 @@
+//! User settings: `$XDG_CONFIG_HOME/copilotd/config.toml` (snake_case names), overridden by a
+//! client's settings (camelCase names, from LSP `initializationOptions` and
+//! `workspace/didChangeConfiguration`).
+//!
+//! Every setting is validated on its own: a bad value yields a warning and leaves the previous
+//! value in place, so one typo never disables the rest of a configuration.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::completion::{EngineSettings, Strategy};
+use crate::paths;
+
+/// Default number of tokens a completion may generate.
+pub const DEFAULT_MAX_TOKENS: usize = 128;
+/// Upper bound accepted for `max_tokens`.
+pub const MAX_TOKENS_LIMIT: usize = 4096;
+
+/// The daemon's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// GGUF model file; `None` means the default model in the cache directory.
+    pub model: Option<PathBuf>,
+    /// Decoding strategy.
+    pub strategy: Strategy,
+    /// Most tokens one completion may generate.
+    pub max_tokens: usize,
+    /// Compute threads; `None` means the runtime's default (physical cores).
+    pub threads: Option<usize>,
+    /// LSP language ids that get completions.
+    pub languages: Vec<String>,
+    /// Extra gitignore-style patterns kept out of the repository datastore.
+    pub ignore: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            model: None,
+            strategy: Strategy::Auto,
+            max_tokens: DEFAULT_MAX_TOKENS,
+            threads: None,
+            languages: vec!["python".to_owned()],
+            ignore: Vec::new(),
+        }
+    }
+}
+
+/// How setting names are spelled in a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// `max_tokens`, as in config.toml.
+    SnakeCase,
+    /// `maxTokens`, as in LSP settings.
+    CamelCase,
+}
+
+/// The settings, by their snake_case name.
+const SETTINGS: [&str; 6] = ["model", "strategy", "max_tokens", "threads", "languages", "ignore"];
+
+fn spelled(name: &str, naming: Naming) -> String {
+    match naming {
+        Naming::SnakeCase => name.to_owned(),
+        Naming::CamelCase => {
+            let mut out = String::with_capacity(name.len());
+            let mut upper = false;
+            for ch in name.chars() {
+                if ch == '_' {
+                    upper = true;
+                } else if upper {
+                    out.push(ch.to_ascii_uppercase());
+                    upper = false;
+                } else {
+                    out.push(ch);
+                }
+            }
+            out
+        }
+    }
+}
+
+impl Config {
+    /// Where config.toml lives: `$XDG_CONFIG_HOME/copilotd/config.toml` (default `~/.config`).
+    pub fn default_path() -> PathBuf {
+        paths::config_dir().join("config.toml")
+    }
+
+    /// The defaults overridden by config.toml at [`Config::default_path`], with warnings for
+    /// anything in the file that could not be used. A missing file is not a warning.
+    pub fn load() -> (Config, Vec<String>) {
+        Config::load_from(&Config::default_path())
+    }
+
+    /// The defaults overridden by the config file at `path` (see [`Config::load`]).
+    pub fn load_from(path: &Path) -> (Config, Vec<String>) {
+        let mut config = Config::default();
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return (config, Vec::new()),
+            Err(err) => return (config, vec![format!("cannot read {}: {err}", path.display())]),
+        };
+        let warnings = config
+            .apply_toml(&text)
+            .into_iter()
+            .map(|warning| format!("{}: {warning}", path.display()))
+            .collect();
+        (config, warnings)
+    }
+
+    /// Applies the settings of a config.toml text; returns warnings.
+    pub fn apply_toml(&mut self, text: &str) -> Vec<String> {
+        let table: toml::Table = match toml::from_str(text) {
+            Ok(table) => table,
+            Err(err) => return vec![format!("not valid TOML, ignored: {}", err.message())],
+        };
+        match serde_json::to_value(table) {
+            Ok(value) => self.apply(&value, Naming::SnakeCase),
+            Err(err) => vec![format!("unusable TOML, ignored: {err}")],
+        }
+    }
+
+    /// Applies the settings present in a JSON object (the others keep their values); returns
+    /// warnings for unknown names and bad values. `null` resets a setting to its default.
+    pub fn apply(&mut self, settings: &Value, naming: Naming) -> Vec<String> {
+        let Some(object) = settings.as_object() else {
+            return if settings.is_null() {
+                Vec::new()
+            } else {
+                vec![format!("settings must be an object, got {settings}")]
+            };
+        };
+        let mut warnings = Vec::new();
+        for key in object.keys() {
+            if !SETTINGS.iter().any(|name| spelled(name, naming) == *key) {
+                warnings.push(format!("unknown setting `{key}` ignored"));
+            }
+        }
+        for name in SETTINGS {
+            let key = spelled(name, naming);
+            if let Some(value) = object.get(&key) {
+                if let Err(problem) = self.set(name, value) {
+                    warnings.push(format!("setting `{key}`: {problem}; keeping the previous value"));
+                }
+            }
+        }
+        warnings
+    }
+
+    /// Sets one setting from its JSON value.
+    fn set(&mut self, name: &str, value: &Value) -> Result<(), String> {
+        let defaults = Config::default();
+        match (name, value) {
+            ("model", Value::Null) => self.model = None,
+            ("model", Value::String(path)) if !path.is_empty() => self.model = Some(expand_home(path)),
+            ("model", _) => return Err(format!("expected a file path, got {value}")),
+            ("strategy", Value::Null) => self.strategy = defaults.strategy,
+            ("strategy", Value::String(text)) => {
+                self.strategy = text.parse().map_err(|err| format!("{err}"))?;
+            }
+            ("strategy", _) => return Err(format!("expected a strategy name, got {value}")),
+            ("max_tokens", Value::Null) => self.max_tokens = defaults.max_tokens,
+            ("max_tokens", _) => {
+                self.max_tokens = positive(value)
+                    .filter(|&n| n <= MAX_TOKENS_LIMIT)
+                    .ok_or_else(|| format!("expected an integer in 1..={MAX_TOKENS_LIMIT}, got {value}"))?;
+            }
+            ("threads", Value::Null) => self.threads = None,
+            ("threads", _) => {
+                self.threads = Some(
+                    positive(value)
+                        .filter(|&n| n <= 1024)
+                        .ok_or_else(|| format!("expected an integer in 1..=1024, got {value}"))?,
+                );
+            }
+            ("languages", Value::Null) => self.languages = defaults.languages,
+            ("languages", _) => self.languages = strings(value)?,
+            ("ignore", Value::Null) => self.ignore = defaults.ignore,
+            ("ignore", _) => self.ignore = strings(value)?,
+            _ => unreachable!("`{name}` is not in SETTINGS"),
+        }
+        Ok(())
+    }
+
+    /// The engine settings these settings select (the rest at the engine's defaults), so that
+    /// the server and `copilotd complete` load the same model the same way.
+    pub fn engine_settings(&self) -> EngineSettings {
+        EngineSettings { model: self.model.clone(), threads: self.threads, ..EngineSettings::default() }
+    }
+
+    /// Whether documents of this LSP language id get completions.
+    pub fn serves_language(&self, language_id: &str) -> bool {
+        self.languages.iter().any(|language| language.eq_ignore_ascii_case(language_id))
+    }
+}
+
+fn positive(value: &Value) -> Option<usize> {
+    value.as_u64().filter(|&n| n > 0).and_then(|n| usize::try_from(n).ok())
+}
+
+fn strings(value: &Value) -> Result<Vec<String>, String> {
+    let wrong = || format!("expected a list of strings, got {value}");
+    value
+        .as_array()
+        .ok_or_else(wrong)?
+        .iter()
+        .map(|item| item.as_str().map(str::to_owned).ok_or_else(wrong))
+        .collect()
+}
+
+/// `~/x` → `$HOME/x`; other paths unchanged.
+fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// Reads a client's settings object: either the copilotd settings themselves, or an object
+/// holding them under a `copilotd` key (how editors usually namespace extension settings).
+pub fn client_settings(value: &Value) -> &Value {
+    match value.get("copilotd") {
+        Some(inner) if inner.is_object() => inner,
+        _ => value,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn toml_uses_snake_case_and_keeps_defaults_for_absent_settings() {
+        let mut config = Config::default();
+        let warnings = config.apply_toml(
+            "model = \"/m/x.gguf\"\nstrategy = \"pld\"\nmax_tokens = 32\nthreads = 2\nignore = [\"*.lock\"]\n",
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(config.model, Some(PathBuf::from("/m/x.gguf")));
+        assert_eq!(config.strategy, Strategy::Pld);
+        assert_eq!(config.max_tokens, 32);
+        assert_eq!(config.threads, Some(2));
+        assert_eq!(config.languages, vec!["python".to_owned()]);
+        assert_eq!(config.ignore, vec!["*.lock".to_owned()]);
+    }
+
+    #[test]
+    fn client_settings_use_camel_case() {
+        let mut config = Config::default();
+        let warnings = config.apply(&json!({"maxTokens": 16, "languages": ["python", "rust"]}), Naming::CamelCase);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(config.max_tokens, 16);
+        assert!(config.serves_language("rust"));
+        // The snake_case spelling is not a client setting.
+        let warnings = config.apply(&json!({"max_tokens": 8}), Naming::CamelCase);
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(config.max_tokens, 16);
+    }
+
+    #[test]
+    fn bad_values_warn_and_keep_the_previous_value() {
+        let mut config = Config::default();
+        config.apply(&json!({"maxTokens": 16, "strategy": "ar"}), Naming::CamelCase);
+        let warnings = config.apply(
+            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7}),
+            Naming::CamelCase,
+        );
+        assert_eq!(warnings.len(), 5, "{warnings:?}");
+        assert_eq!(config.max_tokens, 16);
+        assert_eq!(config.strategy, Strategy::Ar);
+        assert_eq!(config.threads, None);
+        assert_eq!(config.languages, vec!["python".to_owned()]);
+        assert_eq!(config.model, None);
+    }
+
+    #[test]
+    fn null_resets_and_nesting_is_accepted() {
+        let mut config = Config::default();
+        config.apply(&json!({"threads": 3, "maxTokens": 9}), Naming::CamelCase);
+        let nested = json!({"copilotd": {"threads": null, "maxTokens": null}});
+        assert!(config.apply(client_settings(&nested), Naming::CamelCase).is_empty());
+        assert_eq!(config, Config::default());
+    }
+
+    #[test]
+    fn broken_or_missing_files_warn_or_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let (config, warnings) = Config::load_from(&dir.path().join("absent.toml"));
+        assert_eq!(config, Config::default());
+        assert!(warnings.is_empty());
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "max_tokens = [").unwrap();
+        let (config, warnings) = Config::load_from(&path);
+        assert_eq!(config, Config::default());
+        assert_eq!(warnings.len(), 1);
+    }
+}

@@ -1,0 +1,279 @@
+//! A small blocking JSON-RPC client that drives `copilotd --stdio` as a child process, for the
+//! LSP benchmark and the integration tests. Every wait has a timeout, so a hung server is an
+//! error, never a hung caller. Requests from the server (`window/workDoneProgress/create`,
+//! `workspace/configuration`, ...) are answered automatically and also recorded.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+
+/// A running server and the messages it sent.
+pub struct StdioClient {
+    child: Child,
+    stdin: Arc<Mutex<ChildStdin>>,
+    incoming: Receiver<Value>,
+    next_id: i64,
+    /// Responses that arrived while waiting for something else, by id.
+    responses: HashMap<i64, Value>,
+    /// Notifications and server requests, in arrival order, not yet taken.
+    messages: VecDeque<Value>,
+}
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut bytes = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// Reads one frame; `None` at end of stream or on a framing error.
+fn read_frame(reader: &mut impl BufRead) -> Option<Value> {
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse::<usize>().ok();
+            }
+        }
+    }
+    let mut body = vec![0u8; length?];
+    reader.read_exact(&mut body).ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+/// The automatic answer to a request from the server.
+fn answer(request: &Value) -> Value {
+    let result = match request["method"].as_str() {
+        Some("workspace/configuration") => {
+            let items = request["params"]["items"].as_array().map_or(0, Vec::len);
+            Value::Array(vec![Value::Null; items])
+        }
+        Some("workspace/workspaceFolders") => Value::Array(Vec::new()),
+        _ => Value::Null,
+    };
+    json!({"jsonrpc": "2.0", "id": request["id"].clone(), "result": result})
+}
+
+impl StdioClient {
+    /// Starts `program args...` with piped stdin/stdout (stderr inherited, for logs).
+    pub fn spawn(program: &Path, args: &[&str], envs: &[(&str, &str)]) -> Result<StdioClient> {
+        let mut command = Command::new(program);
+        command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        for (name, value) in envs {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().with_context(|| format!("cannot start {}", program.display()))?;
+        let stdin = Arc::new(Mutex::new(child.stdin.take().context("no stdin")?));
+        let stdout = child.stdout.take().context("no stdout")?;
+        let (sender, incoming) = mpsc::channel();
+        let replies = Arc::clone(&stdin);
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            while let Some(message) = read_frame(&mut reader) {
+                if message.get("method").is_some() && message.get("id").is_some() {
+                    let reply = serde_json::to_vec(&answer(&message)).expect("json");
+                    let mut stdin = replies.lock().unwrap_or_else(|p| p.into_inner());
+                    let _ = stdin.write_all(&frame(&reply)).and_then(|()| stdin.flush());
+                }
+                if sender.send(message).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(StdioClient {
+            child,
+            stdin,
+            incoming,
+            next_id: 1,
+            responses: HashMap::new(),
+            messages: VecDeque::new(),
+        })
+    }
+
+    /// Writes raw bytes to the server (for malformed-input tests).
+    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
+        stdin.write_all(bytes).and_then(|()| stdin.flush()).context("the server closed its input")
+    }
+
+    /// Sends one JSON value as a frame.
+    pub fn send(&mut self, message: &Value) -> Result<()> {
+        let body = serde_json::to_vec(message)?;
+        self.send_raw(&frame(&body))
+    }
+
+    /// Sends a request; returns its id.
+    pub fn request(&mut self, method: &str, params: Value) -> Result<i64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        Ok(id)
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) -> Result<()> {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+    }
+
+    /// Files a message: responses with a numeric id by id, everything else in order.
+    fn stash(&mut self, message: Value) {
+        if message.get("method").is_none() {
+            if let Some(id) = message.get("id").and_then(Value::as_i64) {
+                self.responses.insert(id, message);
+                return;
+            }
+        }
+        self.messages.push_back(message);
+    }
+
+    /// Files one incoming message; `false` on timeout.
+    fn pump(&mut self, deadline: Instant) -> Result<bool> {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match self.incoming.recv_timeout(wait) {
+            Ok(message) => {
+                self.stash(message);
+                Ok(true)
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(false),
+            Err(RecvTimeoutError::Disconnected) => bail!("the server closed its output"),
+        }
+    }
+
+    /// The whole response object (with `result` or `error`) of request `id`.
+    pub fn response(&mut self, id: i64, timeout: Duration) -> Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(response) = self.responses.remove(&id) {
+                return Ok(response);
+            }
+            if !self.pump(deadline)? {
+                bail!("no response to request {id} within {timeout:?}");
+            }
+        }
+    }
+
+    /// Sends a request and waits for its response object.
+    pub fn call(&mut self, method: &str, params: Value, timeout: Duration) -> Result<Value> {
+        let id = self.request(method, params)?;
+        self.response(id, timeout)
+    }
+
+    /// Sends a request and returns its `result`, or an error holding the server's error.
+    pub fn call_ok(&mut self, method: &str, params: Value, timeout: Duration) -> Result<Value> {
+        let response = self.call(method, params, timeout)?;
+        match response.get("error") {
+            Some(error) => Err(anyhow!("{method} failed: {error}")),
+            None => Ok(response["result"].clone()),
+        }
+    }
+
+    /// Takes the first message (notification, server request, or response without a numeric
+    /// id) that satisfies `accept`, waiting up to `timeout`.
+    pub fn wait_for(&mut self, timeout: Duration, accept: impl Fn(&Value) -> bool) -> Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(index) = self.messages.iter().position(&accept) {
+                return Ok(self.messages.remove(index).expect("index is valid"));
+            }
+            if !self.pump(deadline)? {
+                bail!("no matching message within {timeout:?}");
+            }
+        }
+    }
+
+    /// Takes the first message with this method that satisfies `accept` (see [`Self::wait_for`]).
+    pub fn wait_for_method(
+        &mut self,
+        method: &str,
+        timeout: Duration,
+        accept: impl Fn(&Value) -> bool,
+    ) -> Result<Value> {
+        self.wait_for(timeout, |m| m["method"] == method && accept(m))
+            .with_context(|| format!("waiting for {method}"))
+    }
+
+    /// Messages received so far (see [`Self::wait_for`]), without waiting or taking them.
+    pub fn received(&mut self) -> Vec<Value> {
+        while let Ok(message) = self.incoming.try_recv() {
+            self.stash(message);
+        }
+        self.messages.iter().cloned().collect()
+    }
+
+    /// Whether the server process is still running.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// `initialize` (with work-done progress support) then `initialized`; returns the result.
+    pub fn initialize(&mut self, root: Option<&Path>, options: Value, timeout: Duration) -> Result<Value> {
+        let folders = root.map(|root| {
+            let uri = file_uri(root);
+            json!([{"uri": uri, "name": "workspace"}])
+        });
+        let result = self.call_ok(
+            "initialize",
+            json!({
+                "processId": std::process::id(),
+                "rootUri": root.map(file_uri),
+                "workspaceFolders": folders,
+                "capabilities": {"window": {"workDoneProgress": true}},
+                "initializationOptions": options,
+            }),
+            timeout,
+        )?;
+        self.notify("initialized", json!({}))?;
+        Ok(result)
+    }
+
+    /// `shutdown`, `exit`, then waits for the process; returns its exit status success.
+    pub fn shutdown(mut self, timeout: Duration) -> Result<bool> {
+        self.call_ok("shutdown", Value::Null, timeout)?;
+        self.notify("exit", Value::Null)?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status.success());
+            }
+            if Instant::now() > deadline {
+                bail!("the server did not exit within {timeout:?} of `exit`");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for StdioClient {
+    fn drop(&mut self) {
+        if self.is_alive() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A `file://` URI for an absolute path (percent-encoding what URIs do not allow).
+pub fn file_uri(path: &Path) -> String {
+    let mut uri = String::from("file://");
+    for byte in path.to_string_lossy().bytes() {
+        if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
+            uri.push(byte as char);
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri
+}

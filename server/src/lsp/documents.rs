@@ -1,0 +1,370 @@
+//! Open text documents: versioned buffers, incremental edits, and LSP positions (UTF-16 code units).
+//!
+//! tower-lsp runs handlers concurrently (tower-lsp issue 284), so the store is synchronous: a
+//! notification handler applies its change before it awaits anything, and a request takes a
+//! [`Snapshot`] of exactly the state it was asked about. Texts are shared with snapshots through
+//! `Arc`, so an edit copies a buffer only while a completion still reads the old version.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tower_lsp_server::lsp_types::{Position, TextDocumentContentChangeEvent, Uri};
+
+/// Why a position does not denote a place in a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PositionError {
+    /// The line is past the last line of the document.
+    LineOutOfRange { line: u32, lines: usize },
+    /// The character is past the end of its line (in UTF-16 code units).
+    CharacterOutOfRange { line: u32, character: u32, length: usize },
+    /// The character points between the two halves of a UTF-16 surrogate pair.
+    InsideSurrogatePair { line: u32, character: u32 },
+}
+
+impl fmt::Display for PositionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::LineOutOfRange { line, lines } => {
+                write!(f, "line {line} is out of range: the document has {lines} lines")
+            }
+            Self::CharacterOutOfRange { line, character, length } => write!(
+                f,
+                "character {character} is out of range: line {line} has {length} UTF-16 code units"
+            ),
+            Self::InsideSurrogatePair { line, character } => write!(
+                f,
+                "character {character} of line {line} points inside a UTF-16 surrogate pair"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PositionError {}
+
+/// Why a document operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentError {
+    /// The URI was never opened (or was closed).
+    Unknown(String),
+    /// An earlier change could not be applied; the buffer no longer matches the editor's.
+    OutOfSync(String),
+    /// A change range does not fit the document.
+    BadRange(PositionError),
+    /// A change range ends before it starts.
+    ReversedRange,
+}
+
+impl fmt::Display for DocumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unknown(uri) => write!(f, "document {uri} is not open"),
+            Self::OutOfSync(uri) => write!(
+                f,
+                "document {uri} is out of sync after a change that did not apply; reopen it"
+            ),
+            Self::BadRange(err) => write!(f, "change range is invalid: {err}"),
+            Self::ReversedRange => write!(f, "change range ends before it starts"),
+        }
+    }
+}
+
+impl std::error::Error for DocumentError {}
+
+/// Byte offset in `text` of an LSP position. Lines end at `\n`, `\r\n` or `\r`; characters count
+/// UTF-16 code units. A position may sit at the end of a line but not past it.
+pub fn offset_at(text: &str, position: Position) -> Result<usize, PositionError> {
+    let start = line_start(text, position.line)?;
+    let rest = &text[start..];
+    let line_end = rest.find(['\n', '\r']).unwrap_or(rest.len());
+    let mut units = 0usize;
+    let wanted = position.character as usize;
+    for (index, ch) in rest[..line_end].char_indices() {
+        if units == wanted {
+            return Ok(start + index);
+        }
+        units += ch.len_utf16();
+        if units > wanted {
+            return Err(PositionError::InsideSurrogatePair {
+                line: position.line,
+                character: position.character,
+            });
+        }
+    }
+    if units == wanted {
+        Ok(start + line_end)
+    } else {
+        Err(PositionError::CharacterOutOfRange {
+            line: position.line,
+            character: position.character,
+            length: units,
+        })
+    }
+}
+
+/// Byte offset where line `line` starts.
+fn line_start(text: &str, line: u32) -> Result<usize, PositionError> {
+    let bytes = text.as_bytes();
+    let mut current = 0u32;
+    let mut index = 0usize;
+    while current < line {
+        match bytes[index..].iter().position(|&b| b == b'\n' || b == b'\r') {
+            Some(found) => {
+                index += found;
+                index += if bytes[index] == b'\r' && bytes.get(index + 1) == Some(&b'\n') {
+                    2
+                } else {
+                    1
+                };
+                current += 1;
+            }
+            None => {
+                return Err(PositionError::LineOutOfRange {
+                    line,
+                    lines: current as usize + 1,
+                })
+            }
+        }
+    }
+    Ok(index)
+}
+
+/// Applies one content change event to `text`.
+pub fn apply_change(
+    text: &mut String,
+    change: &TextDocumentContentChangeEvent,
+) -> Result<(), DocumentError> {
+    match change.range {
+        None => {
+            text.clear();
+            text.push_str(&change.text);
+        }
+        Some(range) => {
+            let start = offset_at(text, range.start).map_err(DocumentError::BadRange)?;
+            let end = offset_at(text, range.end).map_err(DocumentError::BadRange)?;
+            if end < start {
+                return Err(DocumentError::ReversedRange);
+            }
+            text.replace_range(start..end, &change.text);
+        }
+    }
+    Ok(())
+}
+
+/// An immutable view of one version of a document, cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub uri: Uri,
+    pub version: i32,
+    pub language_id: String,
+    pub text: Arc<String>,
+}
+
+#[derive(Debug)]
+struct Document {
+    version: i32,
+    language_id: String,
+    text: Arc<String>,
+    /// Set when a change could not be applied; cleared by a full-text change.
+    out_of_sync: bool,
+}
+
+/// The open documents, keyed by URI.
+#[derive(Debug, Default)]
+pub struct Documents {
+    open: Mutex<HashMap<Uri, Document>>,
+}
+
+impl Documents {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Uri, Document>> {
+        // A panic while holding the lock cannot leave a document half-edited (edits are single
+        // `replace_range` calls), so a poisoned map is still consistent.
+        self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Opens (or reopens) a document with its full text.
+    pub fn open(&self, uri: Uri, language_id: String, version: i32, text: String) {
+        let document = Document { version, language_id, text: Arc::new(text), out_of_sync: false };
+        self.lock().insert(uri, document);
+    }
+
+    /// Applies the changes of one `didChange` in order. If one does not apply, the document is
+    /// marked out of sync (until a full-text change) and the error is returned.
+    pub fn change(
+        &self,
+        uri: &Uri,
+        version: i32,
+        changes: &[TextDocumentContentChangeEvent],
+    ) -> Result<Snapshot, DocumentError> {
+        let mut open = self.lock();
+        let document =
+            open.get_mut(uri).ok_or_else(|| DocumentError::Unknown(uri.as_str().to_owned()))?;
+        let text = Arc::make_mut(&mut document.text);
+        for change in changes {
+            if change.range.is_none() {
+                document.out_of_sync = false;
+            }
+            if document.out_of_sync {
+                continue;
+            }
+            if let Err(err) = apply_change(text, change) {
+                document.out_of_sync = true;
+                document.version = version;
+                return Err(err);
+            }
+        }
+        document.version = version;
+        if document.out_of_sync {
+            return Err(DocumentError::OutOfSync(uri.as_str().to_owned()));
+        }
+        Ok(snapshot_of(uri, document))
+    }
+
+    /// Forgets a document; returns whether it was open.
+    pub fn close(&self, uri: &Uri) -> bool {
+        self.lock().remove(uri).is_some()
+    }
+
+    /// The current state of a document.
+    pub fn snapshot(&self, uri: &Uri) -> Result<Snapshot, DocumentError> {
+        let open = self.lock();
+        let document =
+            open.get(uri).ok_or_else(|| DocumentError::Unknown(uri.as_str().to_owned()))?;
+        if document.out_of_sync {
+            return Err(DocumentError::OutOfSync(uri.as_str().to_owned()));
+        }
+        Ok(snapshot_of(uri, document))
+    }
+}
+
+fn snapshot_of(uri: &Uri, document: &Document) -> Snapshot {
+    Snapshot {
+        uri: uri.clone(),
+        version: document.version,
+        language_id: document.language_id.clone(),
+        text: Arc::clone(&document.text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower_lsp_server::lsp_types::Range;
+
+    fn pos(line: u32, character: u32) -> Position {
+        Position { line, character }
+    }
+
+    fn edit(start: Position, end: Position, text: &str) -> TextDocumentContentChangeEvent {
+        TextDocumentContentChangeEvent {
+            range: Some(Range { start, end }),
+            range_length: None,
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn offsets_count_utf16_units() {
+        // 'é' is 2 bytes / 1 unit, '😀' is 4 bytes / 2 units.
+        let text = "aé😀b\nx";
+        assert_eq!(offset_at(text, pos(0, 0)), Ok(0));
+        assert_eq!(offset_at(text, pos(0, 1)), Ok(1));
+        assert_eq!(offset_at(text, pos(0, 2)), Ok(3));
+        assert_eq!(offset_at(text, pos(0, 4)), Ok(7));
+        assert_eq!(offset_at(text, pos(0, 5)), Ok(8));
+        assert_eq!(offset_at(text, pos(1, 1)), Ok(10));
+    }
+
+    #[test]
+    fn surrogate_pair_middle_is_an_error() {
+        let text = "a😀b";
+        assert_eq!(
+            offset_at(text, pos(0, 2)),
+            Err(PositionError::InsideSurrogatePair { line: 0, character: 2 })
+        );
+    }
+
+    #[test]
+    fn out_of_range_is_an_error() {
+        let text = "ab\ncd";
+        assert_eq!(
+            offset_at(text, pos(0, 3)),
+            Err(PositionError::CharacterOutOfRange { line: 0, character: 3, length: 2 })
+        );
+        assert_eq!(offset_at(text, pos(2, 0)), Err(PositionError::LineOutOfRange { line: 2, lines: 2 }));
+        assert_eq!(offset_at("", pos(0, 0)), Ok(0));
+        assert_eq!(offset_at("a\n", pos(1, 0)), Ok(2));
+    }
+
+    #[test]
+    fn all_line_endings_count() {
+        let text = "a\r\nb\rc\nd";
+        assert_eq!(offset_at(text, pos(1, 0)), Ok(3));
+        assert_eq!(offset_at(text, pos(2, 0)), Ok(5));
+        assert_eq!(offset_at(text, pos(3, 0)), Ok(7));
+        // The end of a line is before its terminator, even a two-byte one.
+        assert_eq!(offset_at(text, pos(0, 1)), Ok(1));
+        assert_eq!(
+            offset_at(text, pos(0, 2)),
+            Err(PositionError::CharacterOutOfRange { line: 0, character: 2, length: 1 })
+        );
+    }
+
+    #[test]
+    fn incremental_edits_apply_in_order() {
+        let docs = Documents::default();
+        let uri: Uri = "file:///w/a.py".parse().unwrap();
+        docs.open(uri.clone(), "python".into(), 1, "def f():\n    pass\n".into());
+        let snap = docs
+            .change(
+                &uri,
+                2,
+                &[
+                    edit(pos(1, 4), pos(1, 8), "return 1"),
+                    edit(pos(0, 4), pos(0, 5), "g😀"),
+                    edit(pos(0, 7), pos(0, 7), "x"),
+                ],
+            )
+            .unwrap();
+        assert_eq!(snap.text.as_str(), "def g😀x():\n    return 1\n");
+        assert_eq!(snap.version, 2);
+    }
+
+    #[test]
+    fn snapshots_are_unaffected_by_later_edits() {
+        let docs = Documents::default();
+        let uri: Uri = "file:///w/a.py".parse().unwrap();
+        docs.open(uri.clone(), "python".into(), 1, "abc".into());
+        let before = docs.snapshot(&uri).unwrap();
+        docs.change(&uri, 2, &[edit(pos(0, 3), pos(0, 3), "d")]).unwrap();
+        assert_eq!(before.text.as_str(), "abc");
+        assert_eq!(docs.snapshot(&uri).unwrap().text.as_str(), "abcd");
+    }
+
+    #[test]
+    fn a_bad_change_marks_the_document_out_of_sync_until_a_full_change() {
+        let docs = Documents::default();
+        let uri: Uri = "file:///w/a.py".parse().unwrap();
+        docs.open(uri.clone(), "python".into(), 1, "abc".into());
+        let bad = docs.change(&uri, 2, &[edit(pos(0, 9), pos(0, 9), "x")]);
+        assert!(matches!(bad, Err(DocumentError::BadRange(_))));
+        assert!(matches!(docs.snapshot(&uri), Err(DocumentError::OutOfSync(_))));
+        let later = docs.change(&uri, 3, &[edit(pos(0, 0), pos(0, 0), "x")]);
+        assert!(matches!(later, Err(DocumentError::OutOfSync(_))));
+        let full = TextDocumentContentChangeEvent { range: None, range_length: None, text: "new".into() };
+        assert_eq!(docs.change(&uri, 4, &[full]).unwrap().text.as_str(), "new");
+        let reversed = docs.change(&uri, 5, &[edit(pos(0, 2), pos(0, 1), "")]);
+        assert_eq!(reversed.unwrap_err(), DocumentError::ReversedRange);
+    }
+
+    #[test]
+    fn unknown_and_closed_documents_are_errors() {
+        let docs = Documents::default();
+        let uri: Uri = "file:///w/a.py".parse().unwrap();
+        assert!(matches!(docs.snapshot(&uri), Err(DocumentError::Unknown(_))));
+        docs.open(uri.clone(), "python".into(), 1, "x".into());
+        assert!(docs.close(&uri));
+        assert!(!docs.close(&uri));
+        assert!(matches!(docs.change(&uri, 2, &[]), Err(DocumentError::Unknown(_))));
+    }
+}

@@ -1,0 +1,178 @@
+//! The model's lifecycle inside the server: loaded in the background, replaced when the model
+//! settings change, used by one completion at a time on a blocking thread.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+use super::requests::{CancelFlag, Cancelled};
+use crate::completion::{self, Completer, Completion, CompletionRequest, EngineSettings, Strategy};
+
+/// Where the model is.
+#[derive(Clone)]
+pub enum Load {
+    /// Not asked to load yet (before `initialized`).
+    Idle,
+    Loading { model: String },
+    Ready(Arc<Loaded>),
+    Failed { model: String, error: String },
+}
+
+/// A loaded model, shared by completions (one at a time).
+pub struct Loaded {
+    completer: Arc<tokio::sync::Mutex<Completer>>,
+    pub name: String,
+    pub device: String,
+}
+
+/// One completion to run, owning its inputs.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub text: Arc<String>,
+    pub cursor: usize,
+    pub path: Option<String>,
+    pub max_tokens: usize,
+    pub strategy: Strategy,
+}
+
+/// Why a completion produced no text.
+#[derive(Debug)]
+pub enum CompleteError {
+    /// The model is missing or failed to load.
+    Unavailable(String),
+    Cancelled(Cancelled),
+    Failed(anyhow::Error),
+    /// The engine panicked; the server goes on.
+    Panicked(String),
+}
+
+/// Recent figures for `copilotd/status`.
+#[derive(Debug, Clone, Default)]
+pub struct Recent {
+    pub completions: u64,
+    pub tokens_per_second: Option<f64>,
+    pub acceptance_length: Option<f64>,
+    pub last: Option<serde_json::Value>,
+}
+
+/// The model slot of the server.
+pub struct Engine {
+    load: watch::Sender<Load>,
+    /// Sequence number of the latest load; older loads finishing late are discarded.
+    loads: AtomicU64,
+    recent: Mutex<Recent>,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine {
+            load: watch::channel(Load::Idle).0,
+            loads: AtomicU64::new(0),
+            recent: Mutex::new(Recent::default()),
+        }
+    }
+}
+
+fn model_label(model: &Option<PathBuf>) -> String {
+    match model {
+        Some(path) => path.display().to_string(),
+        None => "default model".to_owned(),
+    }
+}
+
+impl Engine {
+    pub fn state(&self) -> Load {
+        self.load.borrow().clone()
+    }
+
+    pub fn recent(&self) -> Recent {
+        self.recent.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Loads a model in the background. Resolves to the load error, if any (for the editor).
+    pub async fn load(self: &Arc<Self>, settings: EngineSettings) -> Result<(), String> {
+        let sequence = self.loads.fetch_add(1, Ordering::AcqRel) + 1;
+        let model = model_label(&settings.model);
+        self.load.send_replace(Load::Loading { model: model.clone() });
+        let loaded = tokio::task::spawn_blocking(move || Completer::load(&settings)).await;
+        let state = match loaded {
+            Ok(Ok(completer)) => {
+                let info = completer.model_info();
+                let loaded = Loaded {
+                    name: info.name.clone(),
+                    device: info.device.clone(),
+                    completer: Arc::new(tokio::sync::Mutex::new(completer)),
+                };
+                Load::Ready(Arc::new(loaded))
+            }
+            Ok(Err(err)) => Load::Failed { model, error: format!("{err:#}") },
+            Err(join) => Load::Failed { model, error: format!("model loading crashed: {join}") },
+        };
+        let error = match &state {
+            Load::Failed { error, .. } => Err(error.clone()),
+            _ => Ok(()),
+        };
+        if self.loads.load(Ordering::Acquire) == sequence {
+            self.load.send_replace(state);
+        }
+        error
+    }
+
+    /// Runs one completion, waiting for the model if it is still loading. Stops within one
+    /// decode step once `flag` is cancelled.
+    pub async fn complete(&self, job: Job, flag: CancelFlag) -> Result<Completion, CompleteError> {
+        let cancelled = |flag: &CancelFlag| flag.reason().map(CompleteError::Cancelled);
+        let mut states = self.load.subscribe();
+        let state = states
+            .wait_for(|state| !matches!(state, Load::Loading { .. }))
+            .await
+            .map(|state| state.clone())
+            .unwrap_or(Load::Idle);
+        let loaded = match state {
+            Load::Ready(loaded) => loaded,
+            Load::Failed { model, error } => {
+                return Err(CompleteError::Unavailable(format!("model {model} is unavailable: {error}")))
+            }
+            Load::Idle | Load::Loading { .. } => {
+                return Err(CompleteError::Unavailable("the model is not loaded yet".to_owned()))
+            }
+        };
+        if let Some(err) = cancelled(&flag) {
+            return Err(err);
+        }
+        let mut completer = Arc::clone(&loaded.completer).lock_owned().await;
+        if let Some(err) = cancelled(&flag) {
+            return Err(err);
+        }
+        let worker_flag = flag.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            let request = CompletionRequest {
+                text: &job.text,
+                cursor: job.cursor,
+                path: job.path.as_deref(),
+                max_tokens: job.max_tokens,
+                strategy: job.strategy,
+            };
+            let result = completer.complete(&request, &|| worker_flag.is_cancelled());
+            (result, completer.recent_stats())
+        })
+        .await;
+        match outcome {
+            Ok((Ok(completion), recent)) => {
+                let mut figures = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+                figures.completions += 1;
+                figures.tokens_per_second = recent.tokens_per_second;
+                figures.acceptance_length = recent.acceptance_length;
+                figures.last = serde_json::to_value(&completion.stats).ok();
+                Ok(completion)
+            }
+            Ok((Err(err), _)) if err.downcast_ref::<completion::Cancelled>().is_some() => {
+                Err(CompleteError::Cancelled(flag.reason().unwrap_or(Cancelled::ByClient)))
+            }
+            Ok((Err(err), _)) => Err(CompleteError::Failed(err)),
+            Err(join) => Err(CompleteError::Panicked(join.to_string())),
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! `copilotd --stdio`: the Language Server.
+//!
+//! A thin adapter (DESIGN §2, §7): documents with UTF-16 positions ([`documents`]), completion
+//! requests that supersede and cancel each other ([`requests`]), the model's lifecycle
+//! ([`engine`]), the live workspace index ([`workspace_link`]) with `$/progress`
+//! ([`progress`]), `copilotd/status` ([`status`]), and a framing guard that keeps malformed
+//! input from ending the session ([`transport`]).
+
+pub mod bench;
+pub mod client;
+pub mod documents;
+pub mod engine;
+pub mod progress;
+pub mod requests;
+pub mod server;
+pub mod status;
+pub mod transport;
+pub mod workspace_link;
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tower_lsp_server::{LspService, Server as LspServer};
+
+use crate::config::Config;
+use server::{Backend, Server};
+
+/// Requests handled at the same time. Completions serialize on the model, but status requests,
+/// cancellations and document changes must never wait behind them.
+const CONCURRENCY: usize = 64;
+
+/// Runs the language server on stdin/stdout until `exit` or end of input. Logs go to stderr
+/// (filter with `COPILOTD_LOG`, e.g. `COPILOTD_LOG=debug`), never to stdout.
+pub fn run_stdio(config: Config) -> anyhow::Result<()> {
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("copilotd-lsp")
+        .build()?;
+    runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), config));
+    // Reading stdin blocks a thread that cannot be interrupted; do not wait for it.
+    runtime.shutdown_background();
+    Ok(())
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("COPILOTD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,copilotd=info"));
+    // Another subscriber (e.g. the CLI's) may already be installed; that one wins.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Serves one LSP session over `input`/`output`.
+pub async fn serve<R, W>(input: R, output: W, config: Config)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (service, socket) = LspService::build(|client| Server(Arc::new(Backend::new(client, config))))
+        .custom_method("textDocument/inlineCompletion", Server::inline_completion)
+        .custom_method(status::METHOD, Server::status)
+        .custom_method("copilotd/indexedFile", Server::indexed_file)
+        .finish();
+
+    // editor → guard → tower-lsp, tower-lsp → guard → editor.
+    let (to_server, server_input) = tokio::io::duplex(1 << 20);
+    let (server_output, from_server) = tokio::io::duplex(1 << 20);
+    let (server_frames_tx, server_frames) = mpsc::channel(64);
+    let (replies_tx, replies) = mpsc::channel(64);
+
+    tokio::spawn(transport::read_client(input, to_server, replies_tx));
+    tokio::spawn(transport::read_server(from_server, server_frames_tx));
+    let writer = tokio::spawn(transport::write_client(output, server_frames, replies));
+
+    LspServer::new(server_input, server_output, socket)
+        .concurrency_level(CONCURRENCY)
+        .serve(service)
+        .await;
+    // The server dropped its output; the writer drains what is left and ends.
+    let _ = writer.await;
+}

@@ -1,0 +1,322 @@
+//! A framing guard between the editor's byte stream and tower-lsp.
+//!
+//! tower-lsp's reader ends the whole session on the first message it cannot decode (its codec
+//! error ends tokio-util's `FramedRead` stream), so a single malformed header or JSON body would
+//! kill the server. This guard does the framing itself: it forwards only messages that tower-lsp
+//! will accept, answers the rest with a JSON-RPC error (`-32700` parse error, `-32600` invalid
+//! request), and resynchronises on the next `Content-Length` header. Outgoing frames from
+//! tower-lsp and from the guard are merged whole, so they never interleave.
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tower_lsp_server::jsonrpc::{Error, Id, Request, Response};
+
+/// Largest message body accepted (a 10 MB document with JSON escaping fits comfortably).
+pub const MAX_BODY: usize = 256 << 20;
+/// Longest header block accepted before the bytes are treated as garbage.
+const MAX_HEADER: usize = 8 << 10;
+const HEADER_NAME: &[u8] = b"content-length";
+
+/// What the framer made of the next bytes.
+#[derive(Debug, PartialEq)]
+enum Frame {
+    /// A well-formed JSON-RPC message body, to forward.
+    Message(Vec<u8>),
+    /// Bytes that are not a usable message, with the error to answer.
+    Reject(Response),
+}
+
+/// Incremental decoder for `Content-Length`-framed messages that never gives up on a stream.
+#[derive(Debug, Default)]
+struct Framer {
+    buffer: Vec<u8>,
+    /// Length of the body being waited for, once its header has been read.
+    body: Option<usize>,
+}
+
+impl Framer {
+    fn push(&mut self, bytes: &[u8]) {
+        self.buffer.extend_from_slice(bytes);
+    }
+
+    /// The next complete frame, if the buffer holds one.
+    fn next(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(length) = self.body {
+                if self.buffer.len() < length {
+                    return None;
+                }
+                let body: Vec<u8> = self.buffer.drain(..length).collect();
+                self.body = None;
+                return Some(check_body(body));
+            }
+            let Some(end) = find(&self.buffer, b"\r\n\r\n") else {
+                if self.buffer.len() > MAX_HEADER {
+                    self.skip_garbage(1);
+                    return Some(Frame::Reject(error(Id::Null, Error::parse_error())));
+                }
+                return None;
+            };
+            let header = self.buffer[..end].to_vec();
+            match content_length(&header) {
+                Some(length) if length <= MAX_BODY => {
+                    self.buffer.drain(..end + 4);
+                    self.body = Some(length);
+                    if length == 0 {
+                        self.body = None;
+                        return Some(Frame::Reject(error(Id::Null, Error::invalid_request())));
+                    }
+                }
+                _ => {
+                    // Resynchronise at the next header name (possibly inside this block, after
+                    // leading garbage).
+                    self.skip_garbage(1);
+                    return Some(Frame::Reject(error(Id::Null, Error::parse_error())));
+                }
+            }
+        }
+    }
+
+    /// Drops at least `at_least` bytes, then everything up to the next `Content-Length`.
+    fn skip_garbage(&mut self, at_least: usize) {
+        let start = at_least.min(self.buffer.len());
+        let next = find_header_name(&self.buffer[start..]).map(|i| start + i);
+        match next {
+            Some(index) => drop(self.buffer.drain(..index)),
+            // Keep a tail that could be the start of a header split across reads.
+            None => {
+                let keep = HEADER_NAME.len().min(self.buffer.len() - start);
+                self.buffer.drain(..self.buffer.len() - keep);
+            }
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|window| window == needle)
+}
+
+fn find_header_name(haystack: &[u8]) -> Option<usize> {
+    haystack
+        .windows(HEADER_NAME.len())
+        .position(|window| window.eq_ignore_ascii_case(HEADER_NAME))
+}
+
+/// The `Content-Length` of a header block (names are case-insensitive, other headers ignored).
+fn content_length(header: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(header).ok()?;
+    let mut length = None;
+    for line in text.split("\r\n") {
+        let (name, value) = line.split_once(':')?;
+        if name.trim().eq_ignore_ascii_case("content-length") {
+            length = Some(value.trim().parse().ok()?);
+        }
+    }
+    length
+}
+
+/// Accepts a body only if tower-lsp's own decoding will: like its `Message`, a response first,
+/// then a request or notification.
+fn check_body(body: Vec<u8>) -> Frame {
+    if serde_json::from_slice::<Response>(&body).is_ok() {
+        return Frame::Message(body);
+    }
+    match serde_json::from_slice::<Request>(&body) {
+        Ok(_) => Frame::Message(body),
+        Err(err) if err.is_syntax() || err.is_eof() => {
+            Frame::Reject(error(Id::Null, Error::parse_error()))
+        }
+        Err(err) => {
+            let id = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|value| value.get("id").cloned())
+                .and_then(|id| serde_json::from_value::<Id>(id).ok())
+                .unwrap_or(Id::Null);
+            tracing::warn!("invalid JSON-RPC message: {err}");
+            Frame::Reject(error(id, Error::invalid_request()))
+        }
+    }
+}
+
+fn error(id: Id, error: Error) -> Response {
+    Response::from_error(id, error)
+}
+
+fn encode(body: &[u8]) -> Vec<u8> {
+    let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    frame.extend_from_slice(body);
+    frame
+}
+
+/// Reads the editor's stream, forwards good messages to `server`, sends error replies to
+/// `replies`. Returns at end of input or when the server stops reading.
+pub async fn read_client<R, W>(mut input: R, mut server: W, replies: mpsc::Sender<Vec<u8>>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut framer = Framer::default();
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let read = match input.read(&mut chunk).await {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(err) => {
+                tracing::error!("reading the client stream failed: {err}");
+                break;
+            }
+        };
+        framer.push(&chunk[..read]);
+        while let Some(frame) = framer.next() {
+            match frame {
+                Frame::Message(body) => {
+                    if server.write_all(&encode(&body)).await.is_err() {
+                        return;
+                    }
+                }
+                Frame::Reject(response) => {
+                    tracing::warn!("rejected a malformed message from the client");
+                    let body = serde_json::to_vec(&response).expect("responses serialize");
+                    if replies.send(encode(&body)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+    let _ = server.shutdown().await;
+}
+
+/// Splits tower-lsp's (well-formed) output into whole frames.
+pub async fn read_server<R>(mut output: R, frames: mpsc::Sender<Vec<u8>>)
+where
+    R: AsyncRead + Unpin,
+{
+    let mut framer = Framer::default();
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        match output.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => framer.push(&chunk[..read]),
+        }
+        while let Some(frame) = framer.next() {
+            match frame {
+                Frame::Message(body) => {
+                    if frames.send(encode(&body)).await.is_err() {
+                        return;
+                    }
+                }
+                Frame::Reject(_) => tracing::error!("tower-lsp wrote a malformed frame"),
+            }
+        }
+    }
+}
+
+/// Writes whole frames to the editor until the server's frame stream ends.
+pub async fn write_client<W>(
+    mut output: W,
+    mut server_frames: mpsc::Receiver<Vec<u8>>,
+    mut replies: mpsc::Receiver<Vec<u8>>,
+) where
+    W: AsyncWrite + Unpin,
+{
+    loop {
+        let frame = tokio::select! {
+            biased;
+            frame = server_frames.recv() => match frame {
+                Some(frame) => frame,
+                None => break,
+            },
+            Some(frame) = replies.recv() => frame,
+        };
+        if output.write_all(&frame).await.is_err() || output.flush().await.is_err() {
+            tracing::error!("writing to the client failed");
+            return;
+        }
+    }
+    let _ = output.flush().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(body: &str) -> Vec<u8> {
+        encode(body.as_bytes())
+    }
+
+    fn all(framer: &mut Framer) -> Vec<Frame> {
+        std::iter::from_fn(|| framer.next()).collect()
+    }
+
+    fn code(frame: &Frame) -> Option<i64> {
+        match frame {
+            Frame::Reject(response) => {
+                let value = serde_json::to_value(response).unwrap();
+                value["error"]["code"].as_i64()
+            }
+            Frame::Message(_) => None,
+        }
+    }
+
+    #[test]
+    fn passes_good_messages_split_anywhere() {
+        let good = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
+        let bytes = [frame(good), frame(r#"{"jsonrpc":"2.0","method":"exit"}"#)].concat();
+        for split in 0..bytes.len() {
+            let mut framer = Framer::default();
+            framer.push(&bytes[..split]);
+            let mut frames = all(&mut framer);
+            framer.push(&bytes[split..]);
+            frames.extend(all(&mut framer));
+            assert_eq!(frames.len(), 2, "split at {split}");
+            assert_eq!(frames[0], Frame::Message(good.as_bytes().to_vec()));
+        }
+    }
+
+    #[test]
+    fn rejects_bad_bodies_and_recovers() {
+        let mut framer = Framer::default();
+        framer.push(&frame("{not json"));
+        framer.push(&encode(b"\xff\xfe"));
+        framer.push(&frame(r#"{"jsonrpc":"1.0","id":7,"method":"x"}"#));
+        framer.push(&frame(r#"[1,2]"#));
+        framer.push(&frame(r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#));
+        let frames = all(&mut framer);
+        let codes: Vec<_> = frames.iter().map(code).collect();
+        assert_eq!(codes, vec![Some(-32700), Some(-32700), Some(-32600), Some(-32600), None]);
+        let value = serde_json::to_value(match &frames[2] {
+            Frame::Reject(response) => response,
+            Frame::Message(_) => unreachable!(),
+        })
+        .unwrap();
+        assert_eq!(value["id"], 7);
+    }
+
+    #[test]
+    fn rejects_bad_headers_and_resynchronises() {
+        let good = r#"{"jsonrpc":"2.0","method":"exit"}"#;
+        let mut framer = Framer::default();
+        framer.push(b"Content-Type: text/plain\r\n\r\n");
+        framer.push(b"Content-Length: banana\r\n\r\n");
+        framer.push(b"garbage garbage\r\n\r\n");
+        framer.push(b"Content-Length: 99999999999999\r\n\r\n");
+        framer.push(b"content-length: 0\r\n\r\n");
+        framer.push(&frame(good));
+        let frames = all(&mut framer);
+        assert_eq!(frames.last(), Some(&Frame::Message(good.as_bytes().to_vec())));
+        assert!(frames[..frames.len() - 1].iter().all(|f| code(f).is_some()));
+    }
+
+    #[test]
+    fn endless_garbage_without_headers_is_bounded() {
+        let mut framer = Framer::default();
+        for _ in 0..100 {
+            framer.push(&[b'x'; 1000]);
+            all(&mut framer);
+        }
+        assert!(framer.buffer.len() <= MAX_HEADER + 1000);
+        framer.push(&frame(r#"{"jsonrpc":"2.0","method":"exit"}"#));
+        assert!(matches!(all(&mut framer).last(), Some(Frame::Message(_))));
+    }
+}

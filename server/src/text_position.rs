@@ -1,0 +1,82 @@
+//! Reading source files and turning 1-based line/column (in characters)
+//! into byte offsets, with clear errors for everything out of range.
+
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+
+/// Files larger than this are not completed (they are not source code a
+/// person edits by hand).
+pub const MAX_SOURCE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Reads a UTF-8 text file; binary, huge and empty files are errors.
+pub fn read_source_file(path: &Path) -> Result<String> {
+    let metadata = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if !metadata.is_file() {
+        bail!("{} is not a file", path.display());
+    }
+    if metadata.len() > MAX_SOURCE_BYTES {
+        bail!("{} is too large ({} bytes, limit {MAX_SOURCE_BYTES})", path.display(), metadata.len());
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.is_empty() {
+        bail!("{} is empty: nothing to complete from", path.display());
+    }
+    if bytes.contains(&0) {
+        bail!("{} is a binary file", path.display());
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not valid UTF-8 text", path.display()))
+}
+
+/// Byte offset of 1-based `line` and `column` (characters; the column after
+/// the last character of a line is valid).
+pub fn offset_of_line_column(text: &str, line: usize, column: usize) -> Result<usize> {
+    if line == 0 || column == 0 {
+        bail!("line and column are 1-based (got line {line}, column {column})");
+    }
+    let line_count = text.split('\n').count();
+    let Some(line_text) = text.split('\n').nth(line - 1) else {
+        bail!("line {line} is out of range: the file has {line_count} lines");
+    };
+    let line_start = line_start_offset(text, line - 1);
+    let line_text = line_text.strip_suffix('\r').unwrap_or(line_text);
+    let chars = line_text.chars().count();
+    if column > chars + 1 {
+        bail!("column {column} is out of range: line {line} has {chars} characters");
+    }
+    let within: usize = line_text.chars().take(column - 1).map(char::len_utf8).sum();
+    Ok(line_start + within)
+}
+
+fn line_start_offset(text: &str, line_index: usize) -> usize {
+    if line_index == 0 {
+        return 0;
+    }
+    text.match_indices('\n').nth(line_index - 1).map_or(text.len(), |(i, _)| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column_map_to_byte_offsets() {
+        let text = "ab\nçd\r\n\nx";
+        assert_eq!(offset_of_line_column(text, 1, 1).unwrap(), 0);
+        assert_eq!(offset_of_line_column(text, 1, 3).unwrap(), 2);
+        assert_eq!(offset_of_line_column(text, 2, 2).unwrap(), 5);
+        assert_eq!(offset_of_line_column(text, 2, 3).unwrap(), 6);
+        assert_eq!(offset_of_line_column(text, 3, 1).unwrap(), 8);
+        assert_eq!(offset_of_line_column(text, 4, 2).unwrap(), 10);
+    }
+
+    #[test]
+    fn out_of_range_positions_are_errors() {
+        let text = "ab\ncd";
+        for (line, column, message) in
+            [(3, 1, "line 3 is out of range"), (1, 4, "column 4 is out of range"), (0, 1, "1-based")]
+        {
+            let error = offset_of_line_column(text, line, column).unwrap_err().to_string();
+            assert!(error.contains(message), "{error}");
+        }
+    }
+}

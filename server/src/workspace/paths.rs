@@ -1,0 +1,50 @@
+//! Where a workspace's repository datastore lives: under the cache directory
+//! ([`crate::paths::cache_dir`]), never in the workspace itself.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// The directory holding everything cached for one workspace:
+/// `cache_dir()/workspaces/<16 hex digits of a hash of the canonical root>`.
+pub fn workspace_cache_dir(root: &Path) -> Result<PathBuf> {
+    let canonical = root
+        .canonicalize()
+        .with_context(|| format!("cannot resolve workspace {}", root.display()))?;
+    Ok(crate::paths::cache_dir()
+        .join("workspaces")
+        .join(format!("{:016x}", path_hash(&canonical))))
+}
+
+/// The repository datastore file of a workspace.
+pub fn workspace_store_path(root: &Path) -> Result<PathBuf> {
+    Ok(workspace_cache_dir(root)?.join("repo.store"))
+}
+
+/// FNV-1a over the path's bytes: stable across runs and Rust versions.
+fn path_hash(path: &Path) -> u64 {
+    path.as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_path_depends_on_the_canonical_root() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        let direct = workspace_store_path(&dir.path().join("a")).unwrap();
+        let dotted = workspace_store_path(&dir.path().join("a/../a/.")).unwrap();
+        assert_eq!(direct, dotted);
+        assert!(direct.starts_with(crate::paths::cache_dir().join("workspaces")));
+        assert!(direct.ends_with("repo.store"));
+        assert_ne!(direct, workspace_store_path(dir.path()).unwrap());
+        assert!(workspace_store_path(&dir.path().join("missing")).is_err());
+    }
+}

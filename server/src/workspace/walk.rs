@@ -1,0 +1,261 @@
+//! Which workspace files the repository datastore admits.
+//!
+//! A file is admitted when all of these hold:
+//! - the `ignore` crate's standard filters keep it: `.gitignore` (also outside
+//!   a git repository), `.ignore`, `.git/info/exclude`, the global git
+//!   excludes, and no hidden files or directories;
+//! - it does not match the exclusion globs (gitignore syntax, relative to the
+//!   workspace root): the secret patterns ([`SECRET_GLOBS`]) unless turned
+//!   off, plus the configured `ignore` globs;
+//! - its extension belongs to one of the configured languages
+//!   ([`LANGUAGES`]; all of them by default);
+//! - it is a regular file (symbolic links are not followed) of at most
+//!   `max_file_size` bytes (1 MiB by default);
+//! - its contents are text: no NUL byte, valid UTF-8 (checked when read, see
+//!   [`read_text`]).
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+use anyhow::{bail, Context, Result};
+use copilotd_draft::repo_store::Stamp;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::WalkBuilder;
+
+/// Languages and their file extensions. `text` covers docs and config files.
+pub const LANGUAGES: &[(&str, &[&str])] = &[
+    ("python", &["py", "pyi", "pyx"]),
+    ("rust", &["rs"]),
+    ("javascript", &["js", "mjs", "cjs", "jsx"]),
+    ("typescript", &["ts", "mts", "cts", "tsx"]),
+    ("go", &["go"]),
+    ("c", &["c", "h"]),
+    ("cpp", &["cc", "cpp", "cxx", "hh", "hpp", "hxx", "h"]),
+    ("java", &["java"]),
+    ("kotlin", &["kt", "kts"]),
+    ("csharp", &["cs"]),
+    ("ruby", &["rb"]),
+    ("php", &["php"]),
+    ("swift", &["swift"]),
+    ("scala", &["scala"]),
+    ("lua", &["lua"]),
+    ("shell", &["sh", "bash", "zsh"]),
+    ("sql", &["sql"]),
+    ("html", &["html", "htm", "css", "scss"]),
+    ("text", &["md", "rst", "txt", "toml", "yaml", "yml", "json", "cfg", "ini"]),
+];
+
+/// Files that commonly hold credentials; excluded unless
+/// `exclude_secrets` is off.
+pub const SECRET_GLOBS: &[&str] = &[
+    ".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+];
+
+/// Default size cap of an admitted file.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 20;
+
+/// What to admit into the repository datastore.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalkConfig {
+    /// Admitted file extensions (without the dot, lower case).
+    pub extensions: BTreeSet<String>,
+    /// Extra exclusion globs, gitignore syntax.
+    pub ignore: Vec<String>,
+    pub max_file_size: u64,
+    pub exclude_secrets: bool,
+}
+
+impl Default for WalkConfig {
+    fn default() -> Self {
+        Self {
+            extensions: LANGUAGES
+                .iter()
+                .flat_map(|(_, exts)| exts.iter().map(|e| e.to_string()))
+                .collect(),
+            ignore: Vec::new(),
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            exclude_secrets: true,
+        }
+    }
+}
+
+impl WalkConfig {
+    /// The default configuration restricted to the named languages (names
+    /// from [`LANGUAGES`]; an empty list means all) with extra ignore globs.
+    pub fn new(languages: &[String], ignore: &[String]) -> Result<Self> {
+        let mut config = Self {
+            ignore: ignore.to_vec(),
+            ..Self::default()
+        };
+        if !languages.is_empty() {
+            config.extensions.clear();
+            for name in languages {
+                let Some((_, exts)) = LANGUAGES.iter().find(|(l, _)| l.eq_ignore_ascii_case(name)) else {
+                    let known: Vec<&str> = LANGUAGES.iter().map(|(l, _)| *l).collect();
+                    bail!("unknown language {name:?}; known: {}", known.join(", "));
+                };
+                config.extensions.extend(exts.iter().map(|e| e.to_string()));
+            }
+        }
+        config.exclusions(Path::new("/"))?;
+        Ok(config)
+    }
+
+    fn exclusions(&self, root: &Path) -> Result<Gitignore> {
+        let mut builder = GitignoreBuilder::new(root);
+        let secrets = if self.exclude_secrets { SECRET_GLOBS } else { &[] };
+        for glob in secrets.iter().copied().chain(self.ignore.iter().map(String::as_str)) {
+            builder
+                .add_line(None, glob)
+                .with_context(|| format!("bad ignore glob {glob:?}"))?;
+        }
+        Ok(builder.build()?)
+    }
+
+    fn has_admitted_extension(&self, path: &Path) -> bool {
+        path.extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| self.extensions.contains(&e.to_ascii_lowercase()))
+    }
+}
+
+/// An admitted file found by a walk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalkedFile {
+    /// Path relative to the root, `/`-separated: the key in the store.
+    pub rel: String,
+    pub abs: PathBuf,
+    pub stamp: Stamp,
+    pub size: u64,
+}
+
+/// The admitted files and the directories that may contain them.
+#[derive(Debug, Default)]
+pub struct Walk {
+    pub files: Vec<WalkedFile>,
+    pub dirs: Vec<PathBuf>,
+}
+
+/// Walks `root`, or only the parts of it on the way to or inside `targets`
+/// (absolute paths under `root`) when given.
+pub fn walk(root: &Path, config: &WalkConfig, targets: Option<&[PathBuf]>) -> Result<Walk> {
+    let exclusions = config.exclusions(root)?;
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .standard_filters(true)
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_path(|a, b| a.cmp(b));
+    let targets: Option<Vec<PathBuf>> = targets.map(<[PathBuf]>::to_vec);
+    builder.filter_entry(move |entry| {
+        let path = entry.path();
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        if exclusions.matched(path, is_dir).is_ignore() {
+            return false;
+        }
+        match &targets {
+            None => true,
+            Some(targets) => targets
+                .iter()
+                .any(|t| path.starts_with(t) || (is_dir && t.starts_with(path))),
+        }
+    });
+    let mut out = Walk::default();
+    for entry in builder.build() {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(err) => {
+                tracing::debug!("skipping during walk: {err}");
+                continue;
+            }
+        };
+        let Some(file_type) = entry.file_type() else { continue };
+        let path = entry.path();
+        if file_type.is_dir() {
+            out.dirs.push(path.to_path_buf());
+            continue;
+        }
+        if !file_type.is_file() || !config.has_admitted_extension(path) {
+            continue;
+        }
+        let Ok(metadata) = entry.metadata() else { continue };
+        if metadata.len() > config.max_file_size {
+            continue;
+        }
+        let Some(rel) = relative_key(root, path) else {
+            tracing::debug!("skipping {}: path is not UTF-8", path.display());
+            continue;
+        };
+        out.files.push(WalkedFile {
+            rel,
+            abs: path.to_path_buf(),
+            stamp: stamp_of(&metadata),
+            size: metadata.len(),
+        });
+    }
+    Ok(out)
+}
+
+/// The store key of `path` under `root`: components joined by `/`; `None`
+/// when the path is outside `root`, is `root` itself, or is not UTF-8.
+pub fn relative_key(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let mut parts = Vec::new();
+    for component in rel.components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_str()?),
+            _ => return None,
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// Size and modification time (nanoseconds since the epoch) of a file.
+pub fn stamp_of(metadata: &std::fs::Metadata) -> Stamp {
+    let modified = metadata
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    Stamp([metadata.len(), modified])
+}
+
+/// Why a file's contents were not admitted.
+#[derive(Debug)]
+pub enum Unreadable {
+    Binary,
+    TooLarge,
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreadable::Binary => f.write_str("binary or not UTF-8"),
+            Unreadable::TooLarge => f.write_str("larger than the size cap"),
+            Unreadable::Io(err) => write!(f, "{err}"),
+        }
+    }
+}
+
+/// Reads an admitted file as text, with its stamp taken from the same open
+/// file: the size cap is enforced on what was read (files grow), files with
+/// a NUL byte or invalid UTF-8 are binary.
+pub fn read_text(path: &Path, max_file_size: u64) -> Result<(String, Stamp), Unreadable> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(Unreadable::Io)?;
+    let metadata = file.metadata().map_err(Unreadable::Io)?;
+    let mut bytes = Vec::new();
+    file.take(max_file_size + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Unreadable::Io)?;
+    if bytes.len() as u64 > max_file_size {
+        return Err(Unreadable::TooLarge);
+    }
+    if bytes.contains(&0) {
+        return Err(Unreadable::Binary);
+    }
+    let text = String::from_utf8(bytes).map_err(|_| Unreadable::Binary)?;
+    Ok((text, stamp_of(&metadata)))
+}

@@ -1,0 +1,106 @@
+//! Bad input on the command line: each case is a one-line error on stderr
+//! and a non-zero exit, never a panic.
+
+mod real_model;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn copilotd(args: &[&str], model_env: Option<&Path>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_copilotd"));
+    command.args(args).env_remove("COPILOTD_MODEL");
+    if let Some(model) = model_env {
+        command.env("COPILOTD_MODEL", model);
+    }
+    command.output().expect("copilotd runs")
+}
+
+/// Asserts a clean failure whose single stderr line contains `expected`.
+fn assert_clean_error(output: &Output, expected: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "expected failure, got success; stderr: {stderr}");
+    assert_eq!(output.status.code(), Some(1), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
+    assert!(lines[0].starts_with("copilotd: error: "), "{stderr}");
+    assert!(lines[0].contains(expected), "expected '{expected}' in: {stderr}");
+}
+
+fn complete_args<'a>(workspace: &'a str, file: &'a str, line: &'a str, column: &'a str) -> Vec<&'a str> {
+    vec!["complete", "--workspace", workspace, "--file", file, "--line", line, "--column", column]
+}
+
+#[test]
+fn file_and_position_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ok.py"), "def f():\n    return 1\n").unwrap();
+    std::fs::write(dir.path().join("empty.py"), "").unwrap();
+    std::fs::write(dir.path().join("blob.bin"), [0x7f, b'E', b'L', b'F', 0, 0, 1, 2]).unwrap();
+    let ws = dir.path().to_str().unwrap();
+    let cases = [
+        (complete_args(ws, "missing.py", "1", "1"), "cannot read"),
+        (complete_args(ws, "empty.py", "1", "1"), "is empty"),
+        (complete_args(ws, "blob.bin", "1", "1"), "binary file"),
+        (complete_args(ws, "ok.py", "9", "1"), "line 9 is out of range"),
+        (complete_args(ws, "ok.py", "1", "40"), "column 40 is out of range"),
+        (complete_args(ws, "ok.py", "0", "1"), "1-based"),
+    ];
+    for (args, expected) in cases {
+        assert_clean_error(&copilotd(&args, None), expected);
+    }
+}
+
+#[test]
+fn model_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ok.py"), "def f():\n    return 1\n").unwrap();
+    let ws = dir.path().to_str().unwrap();
+    let with_model = |model: &str| {
+        let mut args = complete_args(ws, "ok.py", "2", "5");
+        args.extend(["--model", model]);
+        args.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>| copilotd(&args.iter().map(String::as_str).collect::<Vec<_>>(), None);
+
+    let missing = dir.path().join("nope.gguf");
+    assert_clean_error(&run(with_model(missing.to_str().unwrap())), "model not found");
+
+    let garbage = dir.path().join("garbage.gguf");
+    std::fs::write(&garbage, b"this is not a model file at all").unwrap();
+    assert_clean_error(&run(with_model(garbage.to_str().unwrap())), "cannot load model");
+
+    let foreign = dir.path().join("mamba.gguf");
+    std::fs::write(&foreign, gguf_with_architecture("mamba")).unwrap();
+    assert_clean_error(&run(with_model(foreign.to_str().unwrap())), "mamba");
+
+    if let Some(real) = real_model::model_path() {
+        let bytes = std::fs::read(&real).unwrap();
+        let truncated = dir.path().join("truncated.gguf");
+        std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
+        assert_clean_error(&run(with_model(truncated.to_str().unwrap())), "cannot load model");
+    }
+}
+
+#[test]
+fn unknown_strategy_is_a_usage_error() {
+    let output = copilotd(&["complete", "--file", "x.py", "--line", "1", "--column", "1", "--strategy", "magic"], None);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown strategy 'magic'"));
+}
+
+/// A minimal, well-formed GGUF v3 file with no tensors and one metadata
+/// entry naming the architecture.
+fn gguf_with_architecture(architecture: &str) -> Vec<u8> {
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend(3u32.to_le_bytes()); // version
+    bytes.extend(0u64.to_le_bytes()); // tensors
+    bytes.extend(1u64.to_le_bytes()); // metadata entries
+    let key = b"general.architecture";
+    bytes.extend((key.len() as u64).to_le_bytes());
+    bytes.extend(key);
+    bytes.extend(8u32.to_le_bytes()); // string type
+    bytes.extend((architecture.len() as u64).to_le_bytes());
+    bytes.extend(architecture.as_bytes());
+    bytes
+}

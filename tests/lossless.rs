@@ -1,0 +1,118 @@
+//! Lossless speculative decoding with the real default model: on real
+//! Python prompts, prompt lookup and a branching drafter (right and wrong
+//! branches mixed, depth >= 4) give exactly the tokens of plain greedy
+//! decoding.
+
+mod real_model;
+
+use copilotd::completion::model_adapter::LoadedModel;
+use copilotd_draft::decode::{DecodeHooks, DecodeOptions, FixedBudget, Session};
+use copilotd_draft::drafter::{Candidate, Drafter, Source};
+use copilotd_draft::pld::PromptLookup;
+use copilotd_draft::verify::SamplingParams;
+use copilotd_model::{LoadOptions, Model};
+
+const PROMPTS: usize = 20;
+const NEW_TOKENS: usize = 128;
+const PROMPT_TOKENS: usize = 384;
+
+/// Proposes the true continuation (known from the reference run) behind
+/// heavier wrong branches: a wrong first token, and a branch that goes wrong
+/// at depth 3.
+struct BranchingOracle {
+    truth: Vec<u32>,
+    prompt_len: usize,
+    vocab: u32,
+}
+
+impl Drafter for BranchingOracle {
+    fn propose(&mut self, context: &[u32], out: &mut Vec<Candidate>) {
+        let done = context.len() - self.prompt_len;
+        let right: Vec<u32> = self.truth.iter().skip(done).take(6).copied().collect();
+        if right.len() < 4 {
+            return;
+        }
+        let mut wrong_first = right.clone();
+        wrong_first[0] = (wrong_first[0] + 1) % self.vocab;
+        let mut wrong_deep = right.clone();
+        wrong_deep[3] = (wrong_deep[3] + 7) % self.vocab;
+        wrong_deep.truncate(5);
+        for (tokens, weight) in [(wrong_first, 3.0), (wrong_deep, 2.0), (right, 1.0)] {
+            out.push(Candidate { tokens, weight, source: Source::Fixed });
+        }
+    }
+}
+
+fn generate(
+    session: &mut Session<LoadedModel>,
+    prompt: &[u32],
+    options: &DecodeOptions,
+    drafter: Option<&mut dyn Drafter>,
+) -> (Vec<u32>, usize) {
+    let mut never = |_: &[u32]| false;
+    let hooks = DecodeHooks { stop: &mut never, cancelled: &|| false };
+    let mut budget = FixedBudget { nodes: 12, depth: 8 };
+    let generation = session.generate(prompt, options, drafter, &mut budget, hooks).expect("generation failed");
+    (generation.tokens, generation.stats.forward_steps)
+}
+
+#[test]
+fn speculative_greedy_equals_autoregressive_on_real_prompts() {
+    let Some(path) = real_model::model_path() else { return };
+    let model = Model::load(&path, &LoadOptions::default()).expect("model loads");
+    let tokenizer = model.tokenizer().clone();
+    let vocab = model.info().vocab_size as u32;
+    let mut session = Session::new(LoadedModel(model));
+    // No end tokens: every prompt must run the full 128 tokens.
+    let options = DecodeOptions { max_new_tokens: NEW_TOKENS, end_tokens: vec![], sampling: None };
+
+    let prompts = real_model::function_body_prompts(PROMPTS, 4);
+    assert_eq!(prompts.len(), PROMPTS, "not enough stdlib prompts found");
+    let (mut pld_steps, mut oracle_steps, mut ar_steps) = (0, 0, 0);
+    let mut mismatches = Vec::new();
+    for (module, text) in &prompts {
+        let tokens = tokenizer.encode(text).unwrap();
+        let prompt = &tokens[tokens.len().saturating_sub(PROMPT_TOKENS)..];
+        let (reference, steps) = generate(&mut session, prompt, &options, None);
+        assert_eq!(reference.len(), NEW_TOKENS);
+        ar_steps += steps;
+
+        let (pld, steps) = generate(&mut session, prompt, &options, Some(&mut PromptLookup::default()));
+        pld_steps += steps;
+        let mut oracle = BranchingOracle { truth: reference.clone(), prompt_len: prompt.len(), vocab };
+        let (branching, steps) = generate(&mut session, prompt, &options, Some(&mut oracle));
+        oracle_steps += steps;
+        for (name, output) in [("pld", &pld), ("branching", &branching)] {
+            if let Some(at) = output.iter().zip(&reference).position(|(a, b)| a != b) {
+                mismatches.push(format!("{module}: {name} differs from ar at token {at}"));
+            } else if output.len() != reference.len() {
+                mismatches.push(format!("{module}: {name} has {} tokens, ar {}", output.len(), reference.len()));
+            }
+        }
+    }
+    eprintln!("forward steps over {PROMPTS} prompts: ar {ar_steps}, pld {pld_steps}, branching {oracle_steps}");
+    assert!(mismatches.is_empty(), "lossless violated:\n{}", mismatches.join("\n"));
+    // The branching drafter always holds the right path: it must be accepted.
+    assert!(oracle_steps * 3 < ar_steps, "right branches were not accepted: {oracle_steps} vs {ar_steps} steps");
+}
+
+#[test]
+fn sampling_with_a_fixed_seed_is_reproducible() {
+    let Some(path) = real_model::model_path() else { return };
+    let model = Model::load(&path, &LoadOptions::default()).expect("model loads");
+    let tokenizer = model.tokenizer().clone();
+    let mut session = Session::new(LoadedModel(model));
+    let (_, text) = &real_model::function_body_prompts(1, 4)[0];
+    let tokens = tokenizer.encode(text).unwrap();
+    let prompt = &tokens[tokens.len().saturating_sub(PROMPT_TOKENS)..];
+    let sampled = |seed| DecodeOptions {
+        max_new_tokens: 48,
+        end_tokens: vec![],
+        sampling: Some(SamplingParams { temperature: 0.8, top_p: 0.95, seed }),
+    };
+    let (first, _) = generate(&mut session, prompt, &sampled(11), Some(&mut PromptLookup::default()));
+    let (again, _) = generate(&mut session, prompt, &sampled(11), Some(&mut PromptLookup::default()));
+    assert_eq!(first, again, "same seed, same sample");
+    let (other, _) = generate(&mut session, prompt, &sampled(12), Some(&mut PromptLookup::default()));
+    assert_ne!(first, other, "a different seed should change a 48-token sample at temperature 0.8");
+}

@@ -1,0 +1,161 @@
+//! Shared helpers of the LSP integration tests: the real `copilotd --stdio` binary driven over
+//! JSON-RPC by `copilotd::lsp::client::StdioClient` (every wait has a timeout).
+
+#![allow(dead_code)] // Each test crate uses a different subset.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use copilotd::lsp::client::{file_uri, StdioClient};
+use serde_json::{json, Value};
+
+/// Generous bound for anything that does not run the model.
+pub const QUICK: Duration = Duration::from_secs(10);
+/// Bound for model loads and completions on a slow, shared 2-core machine.
+pub const SLOW: Duration = Duration::from_secs(120);
+
+/// The real model, or `None` (skip) locally; under CI a missing model fails.
+pub fn model_path() -> Option<PathBuf> {
+    match copilotd::model_files::find_local() {
+        Some(path) => Some(path),
+        None if std::env::var_os("CI").is_some() => {
+            panic!("no model: set COPILOTD_MODEL or run `copilotd model fetch` (CI must have the real model)")
+        }
+        None => {
+            eprintln!("skipping: no model (set COPILOTD_MODEL or run `copilotd model fetch`)");
+            None
+        }
+    }
+}
+
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_copilotd"))
+}
+
+/// A server with private config and cache directories (nothing of the user's is read or written).
+pub struct Harness {
+    pub client: StdioClient,
+    pub home: tempfile::TempDir,
+}
+
+/// Starts `copilotd --stdio` with isolated XDG directories and initializes it.
+pub fn start(root: Option<&Path>, options: Value) -> Harness {
+    start_with_config(None, root, options)
+}
+
+/// Like [`start`], with a config.toml in the private config directory.
+pub fn start_with_config(config_toml: Option<&str>, root: Option<&Path>, options: Value) -> Harness {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config");
+    let cache = home.path().join("cache");
+    if let Some(text) = config_toml {
+        std::fs::create_dir_all(config.join("copilotd")).unwrap();
+        std::fs::write(config.join("copilotd").join("config.toml"), text).unwrap();
+    }
+    let envs = [
+        ("XDG_CONFIG_HOME", config.to_str().unwrap()),
+        ("XDG_CACHE_HOME", cache.to_str().unwrap()),
+        ("COPILOTD_LOG", "info"),
+    ];
+    let mut client = StdioClient::spawn(&binary(), &["--stdio"], &envs).unwrap();
+    client.initialize(root, options, QUICK).expect("initialize");
+    Harness { client, home }
+}
+
+/// initializationOptions for a given model and token budget.
+pub fn options(model: &Path, max_tokens: usize) -> Value {
+    json!({"model": model, "maxTokens": max_tokens})
+}
+
+pub fn uri(path: &Path) -> String {
+    file_uri(path)
+}
+
+pub fn open(client: &mut StdioClient, uri: &str, text: &str) {
+    client
+        .notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}),
+        )
+        .unwrap();
+}
+
+/// One incremental edit: replace `start..end` (line, UTF-16 character) with `text`.
+pub fn change(client: &mut StdioClient, uri: &str, version: i32, start: (u32, u32), end: (u32, u32), text: &str) {
+    client
+        .notify(
+            "textDocument/didChange",
+            json!({
+                "textDocument": {"uri": uri, "version": version},
+                "contentChanges": [{
+                    "range": {"start": {"line": start.0, "character": start.1},
+                              "end": {"line": end.0, "character": end.1}},
+                    "text": text,
+                }],
+            }),
+        )
+        .unwrap();
+}
+
+pub fn completion_params(uri: &str, line: u32, character: u32) -> Value {
+    json!({
+        "textDocument": {"uri": uri},
+        "position": {"line": line, "character": character},
+        "context": {"triggerKind": 2},
+    })
+}
+
+/// Sends an inline completion request; returns its id.
+pub fn request_completion(client: &mut StdioClient, uri: &str, line: u32, character: u32) -> i64 {
+    client.request("textDocument/inlineCompletion", completion_params(uri, line, character)).unwrap()
+}
+
+/// The inserted text of an inline completion response (empty when there is no item).
+pub fn completion_text(response: &Value) -> String {
+    assert!(response.get("error").is_none(), "completion failed: {response}");
+    let items = response["result"].as_array().expect("an array of items");
+    items.first().map_or(String::new(), |item| item["insertText"].as_str().unwrap().to_owned())
+}
+
+/// Completes and returns the inserted text.
+pub fn complete(client: &mut StdioClient, uri: &str, line: u32, character: u32) -> String {
+    let id = request_completion(client, uri, line, character);
+    completion_text(&client.response(id, SLOW).unwrap())
+}
+
+pub fn status(client: &mut StdioClient) -> Value {
+    client.call_ok("copilotd/status", Value::Null, QUICK).unwrap()
+}
+
+/// Waits until the model is loaded (or failed), returning the status.
+pub fn wait_model(client: &mut StdioClient) -> Value {
+    let deadline = std::time::Instant::now() + SLOW;
+    loop {
+        let status = status(client);
+        if status["modelState"] != "loading" && status["modelState"] != "idle" {
+            return status;
+        }
+        assert!(std::time::Instant::now() < deadline, "model still loading: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The error code of a response, if it is an error.
+pub fn error_code(response: &Value) -> Option<i64> {
+    response["error"]["code"].as_i64()
+}
+
+/// `copilotd complete --json` at a 0-based line and character (ASCII lines), its `text`.
+pub fn cli_completion(model: &Path, workspace: &Path, file: &str, line: u32, character: u32, max_tokens: usize) -> Value {
+    let output = std::process::Command::new(binary())
+        .args(["complete", "--workspace"])
+        .arg(workspace)
+        .args(["--file", file, "--line", &(line + 1).to_string(), "--column", &(character + 1).to_string()])
+        .args(["--max-tokens", &max_tokens.to_string(), "--json", "--model"])
+        .arg(model)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "copilotd complete failed: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_str(stdout.lines().last().expect("a JSON line")).unwrap()
+}
