@@ -6,7 +6,8 @@
 mod real_model;
 
 use copilotd::completion::model_adapter::LoadedModel;
-use copilotd_draft::decode::{DecodeHooks, DecodeOptions, FixedBudget, Session};
+use copilotd_draft::budget::FixedBudget;
+use copilotd_draft::decode::{DecodeHooks, DecodeOptions, Session};
 use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::verify::SamplingParams;

@@ -12,4 +12,9 @@ export default tseslint.config(
       eqeqeq: 'error',
     },
   },
+  {
+    // Tests state their expectations with `!` where a missing value would fail the test anyway.
+    files: ['test/**/*.ts'],
+    rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
+  },
 );

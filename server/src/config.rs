@@ -100,11 +100,8 @@ impl Config {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return (config, Vec::new()),
             Err(err) => return (config, vec![format!("cannot read {}: {err}", path.display())]),
         };
-        let warnings = config
-            .apply_toml(&text)
-            .into_iter()
-            .map(|warning| format!("{}: {warning}", path.display()))
-            .collect();
+        let warnings =
+            config.apply_toml(&text).into_iter().map(|warning| format!("{}: {warning}", path.display())).collect();
         (config, warnings)
     }
 
@@ -200,12 +197,7 @@ fn positive(value: &Value) -> Option<usize> {
 
 fn strings(value: &Value) -> Result<Vec<String>, String> {
     let wrong = || format!("expected a list of strings, got {value}");
-    value
-        .as_array()
-        .ok_or_else(wrong)?
-        .iter()
-        .map(|item| item.as_str().map(str::to_owned).ok_or_else(wrong))
-        .collect()
+    value.as_array().ok_or_else(wrong)?.iter().map(|item| item.as_str().map(str::to_owned).ok_or_else(wrong)).collect()
 }
 
 /// `~/x` → `$HOME/x`; other paths unchanged.

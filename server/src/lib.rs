@@ -1,11 +1,13 @@
 //! copilotd: a local code-completion daemon. See ARCHITECTURE.md for the map.
 
+pub mod bench;
 pub mod cli;
+pub mod common_build;
 pub mod completion;
-pub mod model_files;
-pub mod paths;
-pub mod text_position;
 pub mod config;
 pub mod lsp;
+pub mod model_files;
+pub mod paths;
 pub mod syntax;
+pub mod text_position;
 pub mod workspace;

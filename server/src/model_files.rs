@@ -3,7 +3,7 @@
 
 use crate::paths;
 use anyhow::{bail, Context, Result};
-use copilotd_model::{DEFAULT_MODEL_FILE, DEFAULT_MODEL_SHA256};
+use copilotd_model::{tokenizer_from_gguf, Tokenizer, DEFAULT_MODEL_FILE, DEFAULT_MODEL_SHA256};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -103,4 +103,11 @@ pub fn sha256_file(path: &Path) -> Result<String> {
         hasher.update(&buffer[..read]);
     }
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The tokenizer of a model without loading its weights: from the GGUF
+/// metadata, or `tokenizer.json` in a safetensors directory.
+pub fn load_tokenizer(model: &Path) -> Result<Tokenizer> {
+    if model.is_dir() { Tokenizer::from_file(model.join("tokenizer.json")) } else { tokenizer_from_gguf(model) }
+        .with_context(|| format!("cannot load the tokenizer of {}", model.display()))
 }

@@ -31,12 +31,48 @@ pub fn stdlib_dir() -> PathBuf {
 /// for functions whose bodies have at least `min_body_lines` lines.
 pub fn function_body_prompts(count: usize, min_body_lines: usize) -> Vec<(String, String)> {
     const MODULES: &[&str] = &[
-        "argparse.py", "ast.py", "base64.py", "bisect.py", "calendar.py", "cmd.py", "colorsys.py", "configparser.py",
-        "csv.py", "difflib.py", "filecmp.py", "fnmatch.py", "fractions.py", "ftplib.py", "getopt.py", "gettext.py",
-        "glob.py", "gzip.py", "heapq.py", "hmac.py", "imaplib.py", "ipaddress.py", "locale.py", "mailbox.py",
-        "netrc.py", "ntpath.py", "optparse.py", "pprint.py", "quopri.py", "random.py", "sched.py", "shlex.py",
-        "shutil.py", "smtplib.py", "statistics.py", "string.py", "tarfile.py", "textwrap.py", "tokenize.py",
-        "uuid.py", "wave.py", "zipfile/__init__.py",
+        "argparse.py",
+        "ast.py",
+        "base64.py",
+        "bisect.py",
+        "calendar.py",
+        "cmd.py",
+        "colorsys.py",
+        "configparser.py",
+        "csv.py",
+        "difflib.py",
+        "filecmp.py",
+        "fnmatch.py",
+        "fractions.py",
+        "ftplib.py",
+        "getopt.py",
+        "gettext.py",
+        "glob.py",
+        "gzip.py",
+        "heapq.py",
+        "hmac.py",
+        "imaplib.py",
+        "ipaddress.py",
+        "locale.py",
+        "mailbox.py",
+        "netrc.py",
+        "ntpath.py",
+        "optparse.py",
+        "pprint.py",
+        "quopri.py",
+        "random.py",
+        "sched.py",
+        "shlex.py",
+        "shutil.py",
+        "smtplib.py",
+        "statistics.py",
+        "string.py",
+        "tarfile.py",
+        "textwrap.py",
+        "tokenize.py",
+        "uuid.py",
+        "wave.py",
+        "zipfile/__init__.py",
     ];
     let stdlib = stdlib_dir();
     let mut prompts = Vec::new();
@@ -57,11 +93,14 @@ pub fn function_body_prompts(count: usize, min_body_lines: usize) -> Vec<(String
 /// body.
 fn first_function_body(text: &str, min_body_lines: usize) -> Option<usize> {
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let offsets: Vec<usize> = lines.iter().scan(0, |at, line| {
-        let start = *at;
-        *at += line.len();
-        Some(start)
-    }).collect();
+    let offsets: Vec<usize> = lines
+        .iter()
+        .scan(0, |at, line| {
+            let start = *at;
+            *at += line.len();
+            Some(start)
+        })
+        .collect();
     let indent = |line: &str| line.len() - line.trim_start().len();
     for (i, line) in lines.iter().enumerate().skip(lines.len() / 4) {
         let trimmed = line.trim_start();
@@ -72,10 +111,7 @@ fn first_function_body(text: &str, min_body_lines: usize) -> Option<usize> {
         if body_indent <= indent(line) {
             continue;
         }
-        let body_len = lines[i + 1..]
-            .iter()
-            .take_while(|l| l.trim().is_empty() || indent(l) >= body_indent)
-            .count();
+        let body_len = lines[i + 1..].iter().take_while(|l| l.trim().is_empty() || indent(l) >= body_indent).count();
         if body_len >= min_body_lines {
             return Some(offsets[i + 1] + body_indent);
         }

@@ -146,7 +146,14 @@ pub fn error_code(response: &Value) -> Option<i64> {
 }
 
 /// `copilotd complete --json` at a 0-based line and character (ASCII lines), its `text`.
-pub fn cli_completion(model: &Path, workspace: &Path, file: &str, line: u32, character: u32, max_tokens: usize) -> Value {
+pub fn cli_completion(
+    model: &Path,
+    workspace: &Path,
+    file: &str,
+    line: u32,
+    character: u32,
+    max_tokens: usize,
+) -> Value {
     let output = std::process::Command::new(binary())
         .args(["complete", "--workspace"])
         .arg(workspace)

@@ -227,7 +227,7 @@ export class Controller implements vscode.Disposable {
   }
 
   private onExit(client: DaemonClient, code: number | null, signal: NodeJS.Signals | null): void {
-    if (this.session?.client !== client) {
+    if (!this.session || this.session.client !== client) {
       return;
     }
     this.session.sync.dispose();

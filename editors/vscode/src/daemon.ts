@@ -3,7 +3,7 @@
  * binary is missing), the LSP initialize handshake, the server-to-client requests an LSP client must answer,
  * and an orderly shutdown. Knows nothing of VS Code, so the tests can drive it directly.
  */
-import { ChildProcess, spawn } from 'child_process';
+import { ChildProcess, ChildProcessWithoutNullStreams, spawn } from 'child_process';
 import {
   CancellationToken,
   MessageConnection,
@@ -85,11 +85,11 @@ export class DaemonClient {
   static async start(options: DaemonOptions): Promise<DaemonClient> {
     const child = await spawnChecked(options);
     const connection = createMessageConnection(
-      new StreamMessageReader(child.stdout!),
-      new StreamMessageWriter(child.stdin!),
+      new StreamMessageReader(child.stdout),
+      new StreamMessageWriter(child.stdin),
     );
     const client = new DaemonClient(child, connection, options);
-    forwardLines(child.stderr!, options.log);
+    forwardLines(child.stderr, options.log);
     client.registerServerHandlers();
     connection.listen();
     try {
@@ -203,12 +203,11 @@ export class DaemonClient {
 }
 
 /** Spawns the binary and waits until it really started, turning spawn failures into advice. */
-function spawnChecked(options: DaemonOptions): Promise<ChildProcess> {
+function spawnChecked(options: DaemonOptions): Promise<ChildProcessWithoutNullStreams> {
   const args = options.args ?? ['--stdio'];
   options.log(`starting ${options.command} ${args.join(' ')}`);
   return new Promise((resolve, reject) => {
     const child = spawn(options.command, args, {
-      stdio: ['pipe', 'pipe', 'pipe'],
       env: options.env ?? process.env,
       cwd: options.cwd,
     });

@@ -57,6 +57,9 @@ export interface DaemonStatus {
   tokensPerSecond?: number | null;
   acceptanceLength?: number | null;
   completions?: number;
+  /** "idle", "loading", "ready" or "error". */
+  modelState?: string;
+  modelError?: string | null;
 }
 
 /** Daemon settings as sent in `initializationOptions` and `workspace/didChangeConfiguration` (DESIGN §7). */

@@ -26,6 +26,12 @@ export function describe(state: DisplayState): { text: string; tooltip: string }
 }
 
 function describeStatus(status: DaemonStatus): { text: string; tooltip: string } {
+  if (status.modelError) {
+    return { text: '$(error) copilotd: model', tooltip: `The model could not be loaded: ${status.modelError}` };
+  }
+  if (status.modelState === 'loading' || status.modelState === 'idle') {
+    return { text: '$(loading~spin) copilotd: loading model', tooltip: `Loading ${status.model ?? 'the model'}` };
+  }
   const parts = [shortModelName(status.model)];
   if (isNumber(status.tokensPerSecond)) {
     parts.push(`${status.tokensPerSecond.toFixed(1)} tok/s`);

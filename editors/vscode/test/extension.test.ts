@@ -42,10 +42,10 @@ test('completions follow the document through edits, with UTF-16 positions', asy
   // "😀" is two UTF-16 code units: the end of line 0 is character 7.
   let list = await harness.complete(document, new Position(0, 7));
   assert.equal(list?.items.length, 1);
-  assert.equal(list?.items[0].insertText, '<0:7|a = "😀">');
+  assert.equal(list?.items[0].insertText, '<0:7|a = "😀>');
   assert.deepEqual(list?.items[0].range, new Range(0, 7, 0, 7));
 
-  document.edit(new Range(0, 5, 0, 6), '😀😀x');
+  document.edit(new Range(0, 5, 0, 7), '😀😀x');
   document.edit(new Range(1, 0, 1, 0), '  ');
   list = await harness.complete(document, new Position(0, 10));
   assert.equal(list?.items[0].insertText, '<0:10|a = "😀😀x>');

@@ -109,6 +109,8 @@ test('status text shows model, speed and acceptance length; tooltip has the rest
   assert.match(tooltip, /completions: 7/);
   assert.equal(describeState({ kind: 'running', status: { tokensPerSecond: null } }).text, '$(sparkle) copilotd');
   assert.equal(shortModelName('qwen2.5-coder-0.5b-q8_0.gguf'), 'qwen2.5-coder-0.5b-q8_0');
+  assert.equal(describeState({ kind: 'running', status: { modelState: 'loading' } }).text, '$(loading~spin) copilotd: loading model');
+  assert.match(describeState({ kind: 'running', status: { modelState: 'error', modelError: 'no file' } }).tooltip, /no file/);
 });
 
 test('spawn failures become advice and cancellations are recognised', () => {

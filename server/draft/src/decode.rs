@@ -2,6 +2,7 @@
 //! the statistics of a request. Generic over the model so it can be tested
 //! with a toy model; the daemon plugs in the candle runtime.
 
+use crate::budget::BudgetPolicy;
 use crate::drafter::{AcceptedDraft, Candidate, Drafter};
 use crate::tree::{self, DraftTree};
 use crate::verify::{self, SamplingParams};
@@ -21,27 +22,6 @@ pub trait TreeModel {
     fn forward_tree(&mut self, tokens: &[u32], parents: &[Option<usize>]) -> Result<Vec<f32>>;
     /// Keeps these nodes of the last tree (root first) in the cache.
     fn keep_path(&mut self, path: &[usize]) -> Result<()>;
-}
-
-/// Chooses each step's tree size; the default is a fixed budget.
-pub trait BudgetPolicy: Send {
-    /// `(node budget excluding the root, maximum depth)` for the next step.
-    fn choose(&mut self) -> (usize, usize);
-    /// Feedback: the tree that was verified and how many drafts it accepted.
-    fn observe(&mut self, _tree: &DraftTree, _accepted: usize, _forward_ms: f64) {}
-}
-
-/// A budget that never changes.
-#[derive(Clone, Copy, Debug)]
-pub struct FixedBudget {
-    pub nodes: usize,
-    pub depth: usize,
-}
-
-impl BudgetPolicy for FixedBudget {
-    fn choose(&mut self) -> (usize, usize) {
-        (self.nodes, self.depth)
-    }
 }
 
 /// Why the stop callback ended generation.
@@ -240,7 +220,7 @@ impl<M: TreeModel> Session<M> {
             }
 
             let draft_started = Instant::now();
-            let (node_budget, max_depth) = budget.choose();
+            let (node_budget, max_depth) = budget.limits();
             candidates.clear();
             if let Some(drafter) = drafter.as_deref_mut() {
                 if node_budget > 0 {
@@ -248,10 +228,13 @@ impl<M: TreeModel> Session<M> {
                 }
             }
             let remaining = options.max_new_tokens - output.len();
-            let tree = tree::build(pending, &candidates, node_budget, max_depth.min(remaining));
+            let mut tree = tree::build(pending, &candidates, node_budget, max_depth.min(remaining));
+            let selected = budget.select(&tree);
+            if selected + 1 < tree.len() {
+                tree = tree.keep_heaviest(selected);
+            }
             stats.draft_ms += ms_since(draft_started);
 
-            let forward_started = Instant::now();
             let logits = self.model.forward_tree(&tree.tokens, &tree.parents)?;
             stats.forward_steps += 1;
             stats.tree_nodes += tree.len();
@@ -263,7 +246,7 @@ impl<M: TreeModel> Session<M> {
             self.cached.push(pending);
             let accepted: Vec<u32> = verdict.path[1..].iter().map(|&n| tree.tokens[n]).collect();
             self.cached.extend_from_slice(&accepted);
-            budget.observe(&tree, accepted.len(), ms_since(forward_started));
+            budget.observe(&tree, &verdict.path);
             record_acceptance(&mut stats, &tree, &verdict.path);
 
             if let Some(drafter) = drafter.as_deref_mut() {

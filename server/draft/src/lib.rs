@@ -1,13 +1,14 @@
 //! The token-id world of copilotd: drafting sources, datastores, draft trees,
 //! verification and the decode loop. Nothing here knows candle, files or LSP.
 
+pub mod budget;
 pub mod common_store;
 pub mod decode;
 pub mod drafter;
 pub mod fastcoder;
 pub mod missing;
-pub mod pref_cache;
 pub mod pld;
+pub mod pref_cache;
 pub mod tree;
 pub mod verify;
 

@@ -51,6 +51,17 @@ pub struct RepositoryStore {
     fingerprint: u64,
 }
 
+impl std::fmt::Debug for RepositoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RepositoryStore")
+            .field("files", &self.file_count())
+            .field("tokens", &self.token_count)
+            .field("generation", &self.generation)
+            .field("fingerprint", &format_args!("{:016x}", self.fingerprint))
+            .finish()
+    }
+}
+
 impl RepositoryStore {
     /// An empty store with tokenizer fingerprint 0.
     pub fn new() -> Self {
@@ -60,10 +71,7 @@ impl RepositoryStore {
     /// An empty store for the tokenizer with the given fingerprint (written
     /// by [`save`](Self::save) and checked by [`load`](Self::load)).
     pub fn with_fingerprint(fingerprint: u64) -> Self {
-        Self {
-            fingerprint,
-            ..Self::default()
-        }
+        Self { fingerprint, ..Self::default() }
     }
 
     pub fn fingerprint(&self) -> u64 {
@@ -107,20 +115,12 @@ impl RepositoryStore {
 
     /// Adds or replaces a file (without a stamp).
     pub fn upsert_file(&mut self, path: &str, tokens: Vec<u32>) {
-        self.upsert_files(vec![FileUpdate {
-            path: path.to_owned(),
-            tokens,
-            stamp: None,
-        }]);
+        self.upsert_files(vec![FileUpdate { path: path.to_owned(), tokens, stamp: None }]);
     }
 
     /// Adds or replaces a file and records its stamp.
     pub fn upsert_file_stamped(&mut self, path: &str, tokens: Vec<u32>, stamp: Option<Stamp>) {
-        self.upsert_files(vec![FileUpdate {
-            path: path.to_owned(),
-            tokens,
-            stamp,
-        }]);
+        self.upsert_files(vec![FileUpdate { path: path.to_owned(), tokens, stamp }]);
     }
 
     /// Adds or replaces many files at once: one merge per touched partition,
@@ -236,18 +236,10 @@ impl RepositoryStore {
             let stop = tokens.len().min(start + opts.continuation_len);
             *counts.entry(&tokens[start..stop]).or_default() += 1;
         }
-        let mut continuations: Vec<Continuation> = counts
-            .into_iter()
-            .map(|(tokens, count)| Continuation {
-                tokens: tokens.to_vec(),
-                count,
-            })
-            .collect();
+        let mut continuations: Vec<Continuation> =
+            counts.into_iter().map(|(tokens, count)| Continuation { tokens: tokens.to_vec(), count }).collect();
         continuations.sort_unstable_by(|a, b| b.count.cmp(&a.count).then_with(|| a.tokens.cmp(&b.tokens)));
-        Some(Retrieval {
-            matched_len,
-            continuations,
-        })
+        Some(Retrieval { matched_len, continuations })
     }
 }
 

@@ -52,6 +52,37 @@ impl DraftTree {
         (node + 1..self.len()).find(|&i| self.parents[i] == Some(node) && self.tokens[i] == token)
     }
 
+    /// Non-root nodes, heaviest first (ties: shallower, then earlier). Every
+    /// prefix of this order is a whole subtree: a parent is never lighter
+    /// than its child and is shallower.
+    pub fn heaviest_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (1..self.len()).collect();
+        order.sort_by(|&a, &b| {
+            self.weights[b].total_cmp(&self.weights[a]).then(self.depths[a].cmp(&self.depths[b])).then(a.cmp(&b))
+        });
+        order
+    }
+
+    /// The subtree of the root and the `nodes` heaviest other nodes.
+    pub fn keep_heaviest(&self, nodes: usize) -> DraftTree {
+        let mut keep = vec![false; self.len()];
+        keep[0] = true;
+        for node in self.heaviest_order().into_iter().take(nodes) {
+            keep[node] = true;
+        }
+        let mut new_index = vec![usize::MAX; self.len()];
+        let mut tree = DraftTree { tokens: vec![], parents: vec![], depths: vec![], weights: vec![], sources: vec![] };
+        for node in (0..self.len()).filter(|&n| keep[n]) {
+            new_index[node] = tree.tokens.len();
+            tree.tokens.push(self.tokens[node]);
+            tree.parents.push(self.parents[node].map(|p| new_index[p]));
+            tree.depths.push(self.depths[node]);
+            tree.weights.push(self.weights[node]);
+            tree.sources.push(self.sources[node]);
+        }
+        tree
+    }
+
     /// Children of `node` in tree order (heaviest first, see `build`).
     pub fn children(&self, node: usize) -> impl Iterator<Item = usize> + '_ {
         (node + 1..self.len()).filter(move |&i| self.parents[i] == Some(node))
@@ -68,9 +99,9 @@ struct TrieNode {
     children: Vec<usize>,
 }
 
-/// Merges `candidates` under the `pending` root and keeps the `budget`
-/// heaviest non-root nodes (ties: shallower first, then earlier inserted),
-/// limited to `max_depth`. The result lists children heaviest first.
+/// Merges `candidates` under the `pending` root, limited to `max_depth`, and
+/// keeps the `budget` heaviest non-root nodes (see `keep_heaviest`). Nodes
+/// are in breadth-first order with children heaviest first.
 pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: usize) -> DraftTree {
     let mut trie = vec![TrieNode {
         token: pending,
@@ -114,18 +145,6 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
         }
     }
 
-    // Heaviest nodes first; a parent is never lighter than its child and is
-    // shallower, so this order keeps every selected node's ancestors.
-    let mut order: Vec<usize> = (1..trie.len()).collect();
-    order.sort_by(|&a, &b| {
-        trie[b].weight.total_cmp(&trie[a].weight).then(trie[a].depth.cmp(&trie[b].depth)).then(a.cmp(&b))
-    });
-    let mut selected = vec![false; trie.len()];
-    selected[0] = true;
-    for &node in order.iter().take(budget) {
-        selected[node] = true;
-    }
-
     // Emit in breadth-first order with children heaviest first, so parents
     // precede children and verification tries likely tokens first.
     let mut tree = DraftTree {
@@ -137,7 +156,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
     };
     let mut queue = std::collections::VecDeque::from([(0usize, 0usize)]);
     while let Some((trie_node, tree_node)) = queue.pop_front() {
-        let mut children: Vec<usize> = trie[trie_node].children.iter().copied().filter(|&c| selected[c]).collect();
+        let mut children = trie[trie_node].children.clone();
         children.sort_by(|&a, &b| trie[b].weight.total_cmp(&trie[a].weight).then(a.cmp(&b)));
         for child in children {
             let index = tree.tokens.len();
@@ -150,7 +169,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
         }
     }
     debug_assert!(tree.parents.iter().enumerate().all(|(i, p)| p.is_none_or(|p| p < i)));
-    tree
+    tree.keep_heaviest(budget)
 }
 
 #[cfg(test)]
@@ -192,6 +211,18 @@ mod tests {
     fn zero_budget_or_no_candidates_gives_root_only() {
         assert_eq!(build(4, &[cand(&[1], 1.0)], 0, 8).tokens, vec![4]);
         assert_eq!(build(4, &[], 8, 8), DraftTree { weights: vec![0.0], ..DraftTree::root_only(4) });
+    }
+
+    #[test]
+    fn keeping_the_heaviest_nodes_equals_building_with_that_budget() {
+        let candidates =
+            [cand(&[1, 2, 3, 4], 1.0), cand(&[7, 8], 3.0), cand(&[1, 6], 1.5), cand(&[9], 0.2), cand(&[5], 1.0)];
+        let full = build(0, &candidates, 64, 10);
+        for nodes in 0..full.len() {
+            let kept = full.keep_heaviest(nodes);
+            assert_eq!(kept, build(0, &candidates, nodes, 10), "{nodes} nodes");
+            assert!(kept.parents.iter().enumerate().all(|(i, p)| p.is_none_or(|p| p < i)));
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! whatever the drafts, and the KV bookkeeping must stay exact.
 
 use anyhow::Result;
-use copilotd_draft::decode::{DecodeHooks, DecodeOptions, FixedBudget, Session, StopReason, TreeModel};
+use copilotd_draft::budget::FixedBudget;
+use copilotd_draft::decode::{DecodeHooks, DecodeOptions, Session, StopReason, TreeModel};
 use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::verify::SamplingParams;

@@ -82,11 +82,7 @@ impl Config {
             }
         }
         if self.heads % self.kv_heads != 0 {
-            bail!(
-                "invalid model config: {} heads is not a multiple of {} kv heads",
-                self.heads,
-                self.kv_heads
-            );
+            bail!("invalid model config: {} heads is not a multiple of {} kv heads", self.heads, self.kv_heads);
         }
         if self.head_dim % 2 != 0 {
             bail!("invalid model config: head dimension {} is odd", self.head_dim);

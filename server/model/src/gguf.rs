@@ -8,9 +8,9 @@ use std::fs::File;
 use std::path::Path;
 
 use crate::config::{Config, Family, RopeStyle};
+use crate::loader::{Slot, TensorSource};
 use crate::tokenizer::{self, Tokenizer};
 use crate::weights::RawWeight;
-use crate::loader::{Slot, TensorSource};
 
 /// Typed access to GGUF metadata with clear errors for missing or mistyped keys.
 pub(crate) struct Metadata<'a> {
@@ -23,9 +23,7 @@ impl<'a> Metadata<'a> {
     }
 
     fn get(&self, key: &str) -> Result<&'a Value> {
-        self.map
-            .get(key)
-            .with_context(|| format!("GGUF metadata key '{key}' is missing"))
+        self.map.get(key).with_context(|| format!("GGUF metadata key '{key}' is missing"))
     }
 
     pub fn opt_string(&self, key: &str) -> Result<Option<&'a str>> {
@@ -37,8 +35,7 @@ impl<'a> Metadata<'a> {
     }
 
     pub fn string(&self, key: &str) -> Result<&'a str> {
-        self.opt_string(key)?
-            .with_context(|| format!("GGUF metadata key '{key}' is missing"))
+        self.opt_string(key)?.with_context(|| format!("GGUF metadata key '{key}' is missing"))
     }
 
     pub fn strings(&self, key: &str) -> Result<Vec<&'a str>> {
@@ -75,8 +72,7 @@ impl<'a> Metadata<'a> {
     }
 
     pub fn usize(&self, key: &str) -> Result<usize> {
-        self.opt_usize(key)?
-            .with_context(|| format!("GGUF metadata key '{key}' is missing"))
+        self.opt_usize(key)?.with_context(|| format!("GGUF metadata key '{key}' is missing"))
     }
 
     pub fn opt_f32(&self, key: &str) -> Result<Option<f32>> {
@@ -84,9 +80,9 @@ impl<'a> Metadata<'a> {
             None => Ok(None),
             Some(Value::F32(v)) => Ok(Some(*v)),
             Some(Value::F64(v)) => Ok(Some(*v as f32)),
-            Some(v) => int(v)
-                .map(|i| Some(i as f32))
-                .with_context(|| format!("GGUF metadata key '{key}' is not a number")),
+            Some(v) => {
+                int(v).map(|i| Some(i as f32)).with_context(|| format!("GGUF metadata key '{key}' is not a number"))
+            }
         }
     }
 }
@@ -114,16 +110,10 @@ pub(crate) struct GgufFile {
 
 impl GgufFile {
     pub fn open(path: &Path) -> Result<Self> {
-        let mut file =
-            File::open(path).with_context(|| format!("cannot open model file {}", path.display()))?;
-        let content = Content::read(&mut file).map_err(|e| {
-            anyhow!("{} is not a valid GGUF file (truncated or corrupt?): {e}", path.display())
-        })?;
-        Ok(Self {
-            content,
-            file,
-            path: path.display().to_string(),
-        })
+        let mut file = File::open(path).with_context(|| format!("cannot open model file {}", path.display()))?;
+        let content = Content::read(&mut file)
+            .map_err(|e| anyhow!("{} is not a valid GGUF file (truncated or corrupt?): {e}", path.display()))?;
+        Ok(Self { content, file, path: path.display().to_string() })
     }
 
     pub fn metadata(&self) -> Metadata<'_> {
@@ -169,9 +159,7 @@ impl GgufFile {
             head_dim,
             vocab_size: embed_rows,
             context_length: md.usize(&key("context_length"))?,
-            rms_eps: md
-                .opt_f32(&key("attention.layer_norm_rms_epsilon"))?
-                .unwrap_or(1e-5),
+            rms_eps: md.opt_f32(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
             rope_theta: md.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_scale,
             // llama.cpp permutes Llama q/k weights to pair adjacent dimensions;
@@ -187,11 +175,7 @@ impl GgufFile {
 
     /// `general.name`, if set.
     pub fn name(&self) -> Option<String> {
-        self.metadata()
-            .opt_string("general.name")
-            .ok()
-            .flatten()
-            .map(str::to_string)
+        self.metadata().opt_string("general.name").ok().flatten().map(str::to_string)
     }
 
     /// Special token ids named in the metadata (`tokenizer.ggml.<what>_token_id`).

@@ -37,15 +37,8 @@ impl<'a> LayerKv<'a> {
     }
 }
 
-fn rows<'a>(
-    cache: &'a [f32],
-    pending: &'a [f32],
-    nodes: &'a [usize],
-    d: usize,
-) -> impl Iterator<Item = &'a [f32]> {
-    cache
-        .chunks_exact(d)
-        .chain(nodes.iter().map(move |&n| &pending[n * d..(n + 1) * d]))
+fn rows<'a>(cache: &'a [f32], pending: &'a [f32], nodes: &'a [usize], d: usize) -> impl Iterator<Item = &'a [f32]> {
+    cache.chunks_exact(d).chain(nodes.iter().map(move |&n| &pending[n * d..(n + 1) * d]))
 }
 
 impl KvCache {
@@ -81,11 +74,7 @@ impl KvCache {
     /// Forgets the provisional entries of the last tree.
     pub fn discard_pending(&mut self) {
         self.pending_tree = None;
-        for rows in self
-            .pending_keys
-            .iter_mut()
-            .chain(self.pending_values.iter_mut())
-        {
+        for rows in self.pending_keys.iter_mut().chain(self.pending_values.iter_mut()) {
             rows.clear();
         }
     }
@@ -96,10 +85,7 @@ impl KvCache {
         let d = self.head_dim;
         for g in 0..self.kv_heads {
             let slot = layer * self.kv_heads + g;
-            for (dst, src) in [
-                (&mut self.pending_keys[slot], keys),
-                (&mut self.pending_values[slot], values),
-            ] {
+            for (dst, src) in [(&mut self.pending_keys[slot], keys), (&mut self.pending_values[slot], values)] {
                 dst.clear();
                 for row in src.chunks_exact(self.kv_heads * d) {
                     dst.extend_from_slice(&row[g * d..(g + 1) * d]);
@@ -127,20 +113,15 @@ impl KvCache {
     /// Appends the pending entries of `path` (a chain from the top level) to the cache
     /// and discards the other pending entries.
     pub fn keep(&mut self, path: &[usize]) -> Result<()> {
-        let tree = self
-            .pending_tree
-            .take()
-            .context("keep_path: no tree pass to keep nodes from (or it was already kept)")?;
+        let tree =
+            self.pending_tree.take().context("keep_path: no tree pass to keep nodes from (or it was already kept)")?;
         if let Err(e) = tree.check_path(path) {
             self.discard_pending();
             bail!("keep_path: {e}");
         }
         let d = self.head_dim;
-        for (dst, src) in self
-            .keys
-            .iter_mut()
-            .zip(&self.pending_keys)
-            .chain(self.values.iter_mut().zip(&self.pending_values))
+        for (dst, src) in
+            self.keys.iter_mut().zip(&self.pending_keys).chain(self.values.iter_mut().zip(&self.pending_values))
         {
             for &node in path {
                 dst.extend_from_slice(&src[node * d..(node + 1) * d]);

@@ -30,8 +30,7 @@ pub use tree::TreeLayout;
 /// File name of the embedded default model.
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// SHA-256 of [`DEFAULT_MODEL_FILE`].
-pub const DEFAULT_MODEL_SHA256: &str =
-    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+pub const DEFAULT_MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 
 /// How weights are held in memory for the forward pass.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -178,11 +178,5 @@ pub(crate) fn build(src: &mut dyn TensorSource, cfg: &Config, conv: &Converter) 
         RawWeight::Quantized(q) => QMatMul::from_qtensor(q)?,
         RawWeight::Dense(t) => QMatMul::Tensor(t),
     };
-    Ok(Weights {
-        embed,
-        layers,
-        norm,
-        lm_head,
-        source_dtype,
-    })
+    Ok(Weights { embed, layers, norm, lm_head, source_dtype })
 }

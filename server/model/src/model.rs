@@ -31,18 +31,8 @@ impl Model {
     pub fn load(path: &Path, opts: &LoadOptions) -> Result<Model> {
         crate::threads::configure(opts.threads);
         let loaded = source::load(path, opts)?;
-        let kv = KvCache::new(
-            loaded.config.layers,
-            loaded.config.kv_heads,
-            loaded.config.head_dim,
-        );
-        Ok(Model {
-            info: loaded.info,
-            config: loaded.config,
-            tokenizer: loaded.tokenizer,
-            weights: loaded.weights,
-            kv,
-        })
+        let kv = KvCache::new(loaded.config.layers, loaded.config.kv_heads, loaded.config.head_dim);
+        Ok(Model { info: loaded.info, config: loaded.config, tokenizer: loaded.tokenizer, weights: loaded.weights, kv })
     }
 
     pub fn info(&self) -> &ModelInfo {
@@ -77,11 +67,7 @@ impl Model {
         let chunks = tokens.chunks(PREFILL_CHUNK);
         let n_chunks = chunks.len();
         for (i, chunk) in chunks.enumerate() {
-            let want: &[usize] = if i + 1 == n_chunks {
-                &[chunk.len() - 1]
-            } else {
-                &[]
-            };
+            let want: &[usize] = if i + 1 == n_chunks { &[chunk.len() - 1] } else { &[] };
             logits = self.run(chunk, TreeLayout::chain(chunk.len()), want)?;
             let all: Vec<usize> = (0..chunk.len()).collect();
             self.kv.keep(&all)?;
@@ -99,11 +85,7 @@ impl Model {
             bail!("forward_tree: empty tree");
         }
         if tokens.len() != parents.len() {
-            bail!(
-                "forward_tree: {} tokens but {} parent links",
-                tokens.len(),
-                parents.len()
-            );
+            bail!("forward_tree: {} tokens but {} parent links", tokens.len(), parents.len());
         }
         let tree = TreeLayout::new(parents)?;
         self.check_room(tree.max_depth().unwrap_or(0) + 1)?;
@@ -120,10 +102,7 @@ impl Model {
     fn check_room(&self, extra: usize) -> Result<()> {
         let needed = self.kv.len() + extra;
         if needed > self.config.context_length {
-            bail!(
-                "sequence of {needed} tokens exceeds the model's context length of {}",
-                self.config.context_length
-            );
+            bail!("sequence of {needed} tokens exceeds the model's context length of {}", self.config.context_length);
         }
         Ok(())
     }
@@ -173,21 +152,14 @@ impl Model {
             return Ok(Vec::new());
         }
         let h = cfg.hidden;
-        let rows: Vec<f32> = want
-            .iter()
-            .flat_map(|&r| x[r * h..(r + 1) * h].iter().copied())
-            .collect();
+        let rows: Vec<f32> = want.iter().flat_map(|&r| x[r * h..(r + 1) * h].iter().copied()).collect();
         let normed = ops::rms_norm(&rows, &self.weights.norm, cfg.rms_eps);
         self.weights.lm_head.forward(&normed, want.len())
     }
 
     fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>> {
         let ids = Tensor::new(tokens, &Device::Cpu)?;
-        let rows = self
-            .weights
-            .embed
-            .embedding(&ids)
-            .context("embedding lookup failed")?;
+        let rows = self.weights.embed.embedding(&ids).context("embedding lookup failed")?;
         Ok(rows.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
     }
 }
@@ -209,14 +181,7 @@ fn attention(kv: &KvCache, layer: usize, q: &[f32], tree: &TreeLayout, cfg: &Con
             let visible = tree.visible(node);
             let query = &q[unit * hd..(unit + 1) * hd];
             let mut dst = cells[unit].lock().unwrap_or_else(|e| e.into_inner());
-            ops::attend(
-                query,
-                layer_kv.keys(g, visible),
-                layer_kv.values(g, visible),
-                scale,
-                &mut scores,
-                &mut dst,
-            );
+            ops::attend(query, layer_kv.keys(g, visible), layer_kv.values(g, visible), scale, &mut scores, &mut dst);
         }
     });
     drop(cells);

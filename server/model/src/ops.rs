@@ -48,11 +48,7 @@ pub fn swiglu(gate_up: &[f32], f: usize) -> Vec<f32> {
     let mut out = Vec::with_capacity(gate_up.len() / 2);
     for row in gate_up.chunks_exact(2 * f) {
         let (gate, up) = row.split_at(f);
-        out.extend(
-            gate.iter()
-                .zip(up)
-                .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u),
-        );
+        out.extend(gate.iter().zip(up).map(|(&g, &u)| g / (1.0 + (-g).exp()) * u));
     }
     out
 }
@@ -147,14 +143,7 @@ mod tests {
         let keys = [[0.0f32], [2.0f32]];
         let values = [[1.0f32], [0.0f32]];
         let mut out = [0.0];
-        attend(
-            &q,
-            keys.iter().map(|k| &k[..]),
-            values.iter().map(|v| &v[..]),
-            1.0,
-            &mut Vec::new(),
-            &mut out,
-        );
+        attend(&q, keys.iter().map(|k| &k[..]), values.iter().map(|v| &v[..]), 1.0, &mut Vec::new(), &mut out);
         let expected = 1.0 / (1.0 + 2f32.exp());
         assert!((out[0] - expected).abs() < 1e-6, "{} vs {expected}", out[0]);
     }

@@ -22,12 +22,11 @@ pub(crate) struct SafetensorsDir {
 impl SafetensorsDir {
     pub fn open(dir: &Path) -> Result<Self> {
         let config_path = dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path)
-            .with_context(|| format!("cannot read {}", config_path.display()))?;
-        let json: Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
-        let config = parse_config(&json)
-            .with_context(|| format!("unusable {}", config_path.display()))?;
+        let text =
+            std::fs::read_to_string(&config_path).with_context(|| format!("cannot read {}", config_path.display()))?;
+        let json: Value =
+            serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", config_path.display()))?;
+        let config = parse_config(&json).with_context(|| format!("unusable {}", config_path.display()))?;
         let files = safetensors_files(dir)?;
         let mut tensors = HashMap::new();
         for file in &files {
@@ -61,19 +60,15 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
 fn token_ids(v: Option<&Value>) -> Vec<u32> {
     match v {
         Some(Value::Number(n)) => n.as_u64().and_then(|x| u32::try_from(x).ok()).into_iter().collect(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
-            .collect(),
+        Some(Value::Array(items)) => {
+            items.iter().filter_map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok())).collect()
+        }
         _ => Vec::new(),
     }
 }
 
 fn parse_config(json: &Value) -> Result<Config> {
-    let arch = json
-        .get("model_type")
-        .and_then(Value::as_str)
-        .context("config.json has no model_type")?;
+    let arch = json.get("model_type").and_then(Value::as_str).context("config.json has no model_type")?;
     let family = Family::parse(arch)?;
     let num = |key: &str| -> Result<usize> {
         json.get(key)
@@ -81,9 +76,7 @@ fn parse_config(json: &Value) -> Result<Config> {
             .map(|v| v as usize)
             .with_context(|| format!("config.json: '{key}' is missing or not an integer"))
     };
-    let float = |key: &str, default: f64| -> f32 {
-        json.get(key).and_then(Value::as_f64).unwrap_or(default) as f32
-    };
+    let float = |key: &str, default: f64| -> f32 { json.get(key).and_then(Value::as_f64).unwrap_or(default) as f32 };
     let hidden = num("hidden_size")?;
     let heads = num("num_attention_heads")?;
     let head_dim = match json.get("head_dim").and_then(Value::as_u64) {
@@ -94,11 +87,7 @@ fn parse_config(json: &Value) -> Result<Config> {
     let rope_scale = match json.get("rope_scaling") {
         None | Some(Value::Null) => 1.0,
         Some(s) => {
-            let kind = s
-                .get("rope_type")
-                .or_else(|| s.get("type"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let kind = s.get("rope_type").or_else(|| s.get("type")).and_then(Value::as_str).unwrap_or("");
             if kind != "linear" {
                 bail!("unsupported rope_scaling type '{kind}' (supported: linear)");
             }
@@ -139,10 +128,7 @@ impl TensorSource for SafetensorsDir {
     }
 
     fn read(&mut self, name: &str) -> Result<RawWeight> {
-        let t = self
-            .tensors
-            .get(name)
-            .with_context(|| format!("tensor '{name}' is missing"))?;
+        let t = self.tensors.get(name).with_context(|| format!("tensor '{name}' is missing"))?;
         Ok(RawWeight::Dense(t.clone()))
     }
 }

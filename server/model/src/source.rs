@@ -36,10 +36,7 @@ fn load_gguf(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let tokenizer = file.tokenizer()?;
     let conv = Converter::new(opts.weights);
     let weights = loader::build(&mut file, &config, &conv)?;
-    let mut eos: Vec<u32> = ["eos", "eot", "eom"]
-        .iter()
-        .filter_map(|w| file.token_id(w))
-        .collect();
+    let mut eos: Vec<u32> = ["eos", "eot", "eom"].iter().filter_map(|w| file.token_id(w)).collect();
     eos.extend(end_of_text_tokens(&tokenizer));
     let name = file.name().unwrap_or_else(|| file_stem(path));
     Ok(Loaded {
@@ -99,22 +96,12 @@ fn info(
 
 /// End-of-text tokens of the common families: a completion stops at any of them.
 fn end_of_text_tokens(tokenizer: &Tokenizer) -> Vec<u32> {
-    [
-        "<|endoftext|>",
-        "<|im_end|>",
-        "<|end_of_text|>",
-        "<|eot_id|>",
-        "<｜end▁of▁sentence｜>",
-        "<EOT>",
-        "</s>",
-    ]
-    .iter()
-    .filter_map(|t| tokenizer.token_to_id(t))
-    .collect()
+    ["<|endoftext|>", "<|im_end|>", "<|end_of_text|>", "<|eot_id|>", "<｜end▁of▁sentence｜>", "<EOT>", "</s>"]
+        .iter()
+        .filter_map(|t| tokenizer.token_to_id(t))
+        .collect()
 }
 
 fn file_stem(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string())
+    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
 }

@@ -59,26 +59,18 @@ impl Tokenizer {
         // source file) is encoded as text, never as the control token.
         inner.set_encode_special_tokens(true);
         let fingerprint = fingerprint(&inner);
-        Self {
-            inner: Arc::new(inner),
-            fingerprint,
-        }
+        Self { inner: Arc::new(inner), fingerprint }
     }
 
     /// Token ids of `text`, without BOS or any other added special token.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| anyhow!("tokenization failed: {e}"))?;
+        let enc = self.inner.encode(text, false).map_err(|e| anyhow!("tokenization failed: {e}"))?;
         Ok(enc.get_ids().to_vec())
     }
 
     /// The text of `ids` (special tokens included as their text).
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner
-            .decode(ids, false)
-            .map_err(|e| anyhow!("detokenization failed: {e}"))
+        self.inner.decode(ids, false).map_err(|e| anyhow!("detokenization failed: {e}"))
     }
 
     /// Number of token ids, added tokens included.
@@ -116,21 +108,16 @@ impl Tokenizer {
             ["<PRE>", "<SUF>", "<MID>"],
         ];
         SPELLINGS.iter().find_map(|[p, s, m]| {
-            Some(FimTokens {
-                prefix: self.token_to_id(p)?,
-                suffix: self.token_to_id(s)?,
-                middle: self.token_to_id(m)?,
-            })
+            Some(FimTokens { prefix: self.token_to_id(p)?, suffix: self.token_to_id(s)?, middle: self.token_to_id(m)? })
         })
     }
 }
 
 /// Reads only the tokenizer of a GGUF file.
 pub fn tokenizer_from_gguf(path: &Path) -> Result<Tokenizer> {
-    let mut file = std::fs::File::open(path)
-        .with_context(|| format!("cannot open model file {}", path.display()))?;
-    let content = gguf_file::Content::read(&mut file)
-        .map_err(|e| anyhow!("{} is not a valid GGUF file: {e}", path.display()))?;
+    let mut file = std::fs::File::open(path).with_context(|| format!("cannot open model file {}", path.display()))?;
+    let content =
+        gguf_file::Content::read(&mut file).map_err(|e| anyhow!("{} is not a valid GGUF file: {e}", path.display()))?;
     from_gguf_metadata(&Metadata::new(&content.metadata))
 }
 
@@ -145,11 +132,7 @@ pub(crate) fn from_gguf_metadata(md: &Metadata) -> Result<Tokenizer> {
     let types = md.ints("tokenizer.ggml.token_type").unwrap_or_default();
     let pre = md.opt_string("tokenizer.ggml.pre")?.unwrap_or("default");
 
-    let vocab: Vocab = tokens
-        .iter()
-        .enumerate()
-        .map(|(id, t)| (t.to_string(), id as u32))
-        .collect();
+    let vocab: Vocab = tokens.iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
     let merges = merges
         .iter()
         .map(|m| {
@@ -172,9 +155,7 @@ pub(crate) fn from_gguf_metadata(md: &Metadata) -> Result<Tokenizer> {
         .filter(|(_, &ty)| ty == CONTROL)
         .map(|(t, _)| AddedToken::from(t.to_string(), true))
         .collect();
-    inner
-        .add_special_tokens(specials)
-        .map_err(|e| anyhow!("cannot register special tokens: {e}"))?;
+    inner.add_special_tokens(specials).map_err(|e| anyhow!("cannot register special tokens: {e}"))?;
     Ok(Tokenizer::new(inner))
 }
 
@@ -182,23 +163,13 @@ pub(crate) fn from_gguf_metadata(md: &Metadata) -> Result<Tokenizer> {
 fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
     const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
     const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-    const DEEPSEEK_CODER: [&str; 5] = [
-        r"[\r\n]",
-        r"\s?\p{L}+",
-        r"\s?\p{P}+",
-        r"[一-龥ࠀ-一가-퟿]+",
-        r"\p{N}",
-    ];
+    const DEEPSEEK_CODER: [&str; 5] = [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"];
     // With `use_regex`, ByteLevel splits with the GPT-2 regex itself.
     let byte_level = |use_regex| ByteLevel::new(false, true, use_regex).into();
     let split = |re: &str| -> Result<PreTokenizerWrapper> {
-        Ok(Split::new(
-            SplitPattern::Regex(re.to_string()),
-            SplitDelimiterBehavior::Isolated,
-            false,
-        )
-        .map_err(|e| anyhow!("bad pre-tokenizer regex: {e}"))?
-        .into())
+        Ok(Split::new(SplitPattern::Regex(re.to_string()), SplitDelimiterBehavior::Isolated, false)
+            .map_err(|e| anyhow!("bad pre-tokenizer regex: {e}"))?
+            .into())
     };
     let steps = match pre {
         "default" | "gpt2" | "gpt-2" => vec![byte_level(true)],

@@ -26,11 +26,7 @@ impl TreeLayout {
             depths.push(depth);
             visible.push(seen);
         }
-        Ok(Self {
-            parents: parents.to_vec(),
-            depths,
-            visible,
-        })
+        Ok(Self { parents: parents.to_vec(), depths, visible })
     }
 
     /// A chain: node i is the child of node i - 1 (a prompt chunk).
@@ -66,10 +62,7 @@ impl TreeLayout {
         let mut expected_parent = None;
         for &node in path {
             if node >= self.len() {
-                bail!(
-                    "path node {node} is out of range (the last tree had {} nodes)",
-                    self.len()
-                );
+                bail!("path node {node} is out of range (the last tree had {} nodes)", self.len());
             }
             if self.parents[node] != expected_parent {
                 bail!("path is not a chain from a top-level node: node {node} does not follow {expected_parent:?}");
@@ -113,11 +106,7 @@ mod tests {
         assert_eq!(t.visible(4), [4]);
         let cache = 2;
         let m = t.mask(cache);
-        let visible = |i: usize| -> Vec<usize> {
-            (0..cache + 5)
-                .filter(|&j| m[i * (cache + 5) + j] == 0.0)
-                .collect()
-        };
+        let visible = |i: usize| -> Vec<usize> { (0..cache + 5).filter(|&j| m[i * (cache + 5) + j] == 0.0).collect() };
         assert_eq!(visible(0), [0, 1, 2]);
         assert_eq!(visible(1), [0, 1, 2, 3]);
         assert_eq!(visible(2), [0, 1, 2, 4]);

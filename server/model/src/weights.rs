@@ -69,11 +69,7 @@ impl Linear {
         let mut out = if let [part] = self.parts.as_slice() {
             self.run_part(part, x, m)?
         } else {
-            let results = self
-                .parts
-                .iter()
-                .map(|p| self.run_part(p, x, m))
-                .collect::<Result<Vec<_>>>()?;
+            let results = self.parts.iter().map(|p| self.run_part(p, x, m)).collect::<Result<Vec<_>>>()?;
             let mut out = Vec::with_capacity(m * self.out_dim);
             for row in 0..m {
                 for (part, r) in self.parts.iter().zip(&results) {
@@ -96,11 +92,7 @@ impl Linear {
         // A dense (gemm) product of a single row rounds differently from the same row
         // inside a larger batch; running it as two rows keeps every row's result
         // independent of the batch size, which exact tree verification relies on.
-        let rows = if matches!(part.matmul, QMatMul::QTensor(_)) {
-            m
-        } else {
-            m.max(2)
-        };
+        let rows = if matches!(part.matmul, QMatMul::QTensor(_)) { m } else { m.max(2) };
         let mut input = Vec::with_capacity(rows * part.k_in);
         for row in x.chunks_exact(self.in_dim) {
             input.extend_from_slice(row);
@@ -124,10 +116,7 @@ pub struct Converter {
 
 impl Converter {
     pub fn new(format: WeightFormat) -> Self {
-        Self {
-            format,
-            pad_inputs: fast_q8_kernels_need_padding(),
-        }
+        Self { format, pad_inputs: fast_q8_kernels_need_padding() }
     }
 
     /// Width the input of a Q8_0 matrix with `k` columns is padded to.
@@ -141,10 +130,7 @@ impl Converter {
 
     /// Stacks `parts` (same input width) into one linear layer with an optional bias.
     pub fn linear(&self, parts: Vec<RawWeight>, bias: Option<Vec<f32>>) -> Result<Linear> {
-        let dims = parts
-            .iter()
-            .map(RawWeight::dims)
-            .collect::<Result<Vec<_>>>()?;
+        let dims = parts.iter().map(RawWeight::dims).collect::<Result<Vec<_>>>()?;
         let Some(&(_, in_dim)) = dims.first() else {
             bail!("linear layer without weights");
         };
@@ -162,12 +148,7 @@ impl Converter {
             WeightFormat::F32 => vec![dense_part(&parts, out_dim, in_dim)?],
             WeightFormat::Native => native_parts(parts, out_dim, in_dim)?,
         };
-        Ok(Linear {
-            parts,
-            in_dim,
-            out_dim,
-            bias,
-        })
+        Ok(Linear { parts, in_dim, out_dim, bias })
     }
 
     fn q8_part(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
@@ -178,11 +159,7 @@ impl Converter {
             w = Tensor::cat(&[&w, &zeros], 1)?;
         }
         let q = QTensor::quantize(&w, GgmlDType::Q8_0)?;
-        Ok(Part {
-            matmul: QMatMul::from_qtensor(q)?,
-            k_in,
-            n,
-        })
+        Ok(Part { matmul: QMatMul::from_qtensor(q)?, k_in, n })
     }
 
     /// Describes the conversion for [`crate::ModelInfo::weights`].
@@ -203,19 +180,12 @@ impl Converter {
 }
 
 fn stack_f32(parts: &[RawWeight]) -> Result<Tensor> {
-    let ts = parts
-        .iter()
-        .map(RawWeight::to_f32)
-        .collect::<Result<Vec<_>>>()?;
+    let ts = parts.iter().map(RawWeight::to_f32).collect::<Result<Vec<_>>>()?;
     Ok(Tensor::cat(&ts, 0)?)
 }
 
 fn dense_part(parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
-    Ok(Part {
-        matmul: QMatMul::Tensor(stack_f32(parts)?.contiguous()?),
-        k_in: k,
-        n,
-    })
+    Ok(Part { matmul: QMatMul::Tensor(stack_f32(parts)?.contiguous()?), k_in: k, n })
 }
 
 /// Keeps quantized weights as stored. Parts of one quantized type are stacked by
@@ -225,9 +195,7 @@ fn native_parts(parts: Vec<RawWeight>, n: usize, k: usize) -> Result<Vec<Part>> 
         Some(RawWeight::Quantized(q)) => Some(q.dtype()),
         _ => None,
     };
-    let all_same_quant = parts
-        .iter()
-        .all(|p| matches!(p, RawWeight::Quantized(q) if Some(q.dtype()) == first_q));
+    let all_same_quant = parts.iter().all(|p| matches!(p, RawWeight::Quantized(q) if Some(q.dtype()) == first_q));
     if parts.iter().all(|p| matches!(p, RawWeight::Dense(_))) {
         return Ok(vec![dense_part(&parts, n, k)?]);
     }
@@ -241,11 +209,7 @@ fn native_parts(parts: Vec<RawWeight>, n: usize, k: usize) -> Result<Vec<Part>> 
         }
         let storage = QStorage::from_data(Cow::Owned(bytes), &Device::Cpu, dtype)?;
         let q = QTensor::new(storage, (n, k))?;
-        return Ok(vec![Part {
-            matmul: QMatMul::from_qtensor(q)?,
-            k_in: k,
-            n,
-        }]);
+        return Ok(vec![Part { matmul: QMatMul::from_qtensor(q)?, k_in: k, n }]);
     }
     parts
         .into_iter()
@@ -255,11 +219,7 @@ fn native_parts(parts: Vec<RawWeight>, n: usize, k: usize) -> Result<Vec<Part>> 
                 RawWeight::Quantized(q) => QMatMul::from_qtensor(q)?,
                 RawWeight::Dense(t) => QMatMul::Tensor(t.to_dtype(DType::F32)?.contiguous()?),
             };
-            Ok(Part {
-                matmul,
-                k_in: pk,
-                n: pn,
-            })
+            Ok(Part { matmul, k_in: pk, n: pn })
         })
         .collect()
 }
@@ -269,10 +229,8 @@ fn native_parts(parts: Vec<RawWeight>, n: usize, k: usize) -> Result<Vec<Part>> 
 fn fast_q8_kernels_need_padding() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        (std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512vnni"))
-            || (std::arch::is_x86_feature_detected!("avxvnni")
-                && std::arch::is_x86_feature_detected!("avx2"))
+        (std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni"))
+            || (std::arch::is_x86_feature_detected!("avxvnni") && std::arch::is_x86_feature_detected!("avx2"))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -53,10 +53,10 @@ fn prompt(m: &Model, n: usize) -> Vec<u32> {
 fn check(format: WeightFormat) -> Option<[Diff; 3]> {
     let mut m = common::load(format)?;
     let vocab = m.info().vocab_size;
-    let ids = prompt(&m, 300);
-    let (context, pending) = (&ids[..299], ids[299]);
+    let ids = prompt(&m, 141);
+    let (context, pending) = (&ids[..140], ids[140]);
 
-    // Chunked prefill (3 chunks) vs one token at a time.
+    // Chunked prefill (2 chunks) vs one token at a time.
     let mut prefill_diff = Diff::default();
     let chunked = m.prefill(context).unwrap();
     let base = m.cache_len();
@@ -79,13 +79,17 @@ fn check(format: WeightFormat) -> Option<[Diff; 3]> {
     //   └─ 7:w
     //  8:w (a second top-level node)
     let tokens = [
-        greedy[0], greedy[1], greedy[2], greedy[3], greedy[4],
-        wrong(greedy[2]), wrong(greedy[3]), wrong(greedy[1]), wrong(greedy[0]),
+        greedy[0],
+        greedy[1],
+        greedy[2],
+        greedy[3],
+        greedy[4],
+        wrong(greedy[2]),
+        wrong(greedy[3]),
+        wrong(greedy[1]),
+        wrong(greedy[0]),
     ];
-    let parents = [
-        None, Some(0), Some(1), Some(2), Some(3),
-        Some(1), Some(5), Some(0), None,
-    ];
+    let parents = [None, Some(0), Some(1), Some(2), Some(3), Some(1), Some(5), Some(0), None];
     let branch = |mut i: usize| {
         let mut b = vec![tokens[i]];
         while let Some(p) = parents[i] {

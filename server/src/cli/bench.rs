@@ -1,16 +1,49 @@
 //! `copilotd bench`: measurements of the running model and device.
 
 use super::EngineArgs;
-use crate::completion::Completer;
+use crate::bench::packages;
+use crate::bench::repo::{self, RepoBench, TaskRun, Variant};
+use crate::bench::report;
+use crate::completion::drafting::BudgetSettings;
+use crate::completion::{Completer, Strategy};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use copilotd_draft::fastcoder::FastCoderConfig;
 use serde_json::json;
+use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Time one forward over k new tree nodes on a warm cache, for several k.
     CostCurve(CostCurveArgs),
+    /// Repository-level completion tasks from real packages, every strategy
+    /// against `ar` in the same run.
+    Repo(RepoArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RepoArgs {
+    /// Package list, one `name==version` a line.
+    #[arg(long, default_value = "benches/packages.txt")]
+    packages: PathBuf,
+    /// Tasks per package.
+    #[arg(long, default_value_t = 8)]
+    tasks: usize,
+    /// Most new tokens per task.
+    #[arg(long, default_value_t = 128)]
+    max_tokens: usize,
+    /// Strategies compared with `ar` (which always runs first).
+    #[arg(long, value_delimiter = ',', default_value = "pld,fastcoder", value_parser = super::parse_strategy)]
+    strategies: Vec<Strategy>,
+    /// Also run FastCoder with each component switched off in turn.
+    #[arg(long)]
+    ablations: bool,
+    /// Where results.json and results.md go.
+    #[arg(long, default_value = "target/bench/repo")]
+    out: PathBuf,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 #[derive(Args, Debug)]
@@ -37,6 +70,7 @@ pub struct CostCurveArgs {
 pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::CostCurve(args) => cost_curve(&args),
+        BenchCommand::Repo(args) => repo(&args),
     }
 }
 
@@ -118,4 +152,80 @@ fn threads_note(threads: Option<usize>) -> String {
         Some(n) => format!("{n} threads"),
         None => "default threads".to_string(),
     }
+}
+
+/// FastCoder with each component switched off in turn (FastCoder Table II).
+fn ablations(budget: BudgetSettings) -> Vec<Variant> {
+    let base = FastCoderConfig::default;
+    let fixed = BudgetSettings { cost_aware: false, ..budget };
+    [
+        ("fastcoder -repository", FastCoderConfig { use_repository: false, ..base() }, budget),
+        ("fastcoder -common", FastCoderConfig { use_common: false, ..base() }, budget),
+        ("fastcoder -cache", FastCoderConfig { use_cache: false, ..base() }, budget),
+        ("fastcoder -skip/missing", FastCoderConfig { use_retrieval_strategy: false, ..base() }, budget),
+        ("fastcoder -cost-aware budget", base(), fixed),
+    ]
+    .into_iter()
+    .map(|(label, fastcoder, budget)| Variant {
+        label: label.to_string(),
+        strategy: Strategy::FastCoder,
+        fastcoder,
+        budget,
+    })
+    .collect()
+}
+
+fn repo(args: &RepoArgs) -> Result<()> {
+    let packages = packages::read_list(&args.packages)?;
+    let settings = args.engine.settings();
+    let mut completer = Completer::load(&settings)?;
+    if let Err(error) = completer.load_common_store() {
+        eprintln!("copilotd: warning: running without the common datastore: {error:#}");
+    }
+    let mut variants = vec![Variant::plain(Strategy::Ar, settings.budget)];
+    variants
+        .extend(args.strategies.iter().filter(|s| **s != Strategy::Ar).map(|s| Variant::plain(*s, settings.budget)));
+    if args.ablations {
+        variants.extend(ablations(settings.budget));
+    }
+    let labels: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
+    let bench = RepoBench {
+        packages: &packages,
+        tasks_per_package: args.tasks,
+        max_tokens: args.max_tokens,
+        variants,
+        cache: &crate::paths::cache_dir().join("bench"),
+    };
+    let mut log = |run: &TaskRun| {
+        eprintln!(
+            "{} {}::{} {:<24} {:>3} tokens {:>6.1} ms/token acceptance {:.2}{}",
+            run.package,
+            run.file,
+            run.function,
+            run.variant,
+            run.stats.new_tokens,
+            run.stats.ms_per_token,
+            run.stats.acceptance_length,
+            if run.identical { "" } else { "  MISMATCH" }
+        )
+    };
+    let runs = repo::run(&bench, &mut completer, &mut log)?;
+    let summaries = report::summarize(&runs, &labels);
+    let table = report::markdown(&summaries);
+    let info = completer.model_info();
+    let header = format!(
+        "Repository benchmark: model {} ({}, {}, {} threads), {} tasks/package, up to {} tokens, greedy.\n\n",
+        info.name, info.weights, info.device, info.threads, args.tasks, args.max_tokens
+    );
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::write(args.out.join("results.md"), format!("{header}{table}"))?;
+    let json = json!({
+        "model": info.name, "weights": info.weights, "device": info.device, "threads": info.threads,
+        "tasks_per_package": args.tasks, "max_tokens": args.max_tokens,
+        "summaries": summaries, "runs": runs,
+    });
+    std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&json)?)?;
+    print!("{header}{table}");
+    println!("written to {}", args.out.display());
+    Ok(())
 }

@@ -3,7 +3,9 @@
 
 mod bench;
 mod complete;
+mod index;
 
+use crate::completion::drafting::BudgetSettings;
 use crate::completion::{EngineSettings, Strategy};
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
@@ -11,7 +13,11 @@ use copilotd_model::WeightFormat;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(name = "copilotd", version, about = "Local code completions from a local LLM, decoded speculatively and losslessly")]
+#[command(
+    name = "copilotd",
+    version,
+    about = "Local code completions from a local LLM, decoded speculatively and losslessly"
+)]
 struct Cli {
     /// Run the language server on stdin/stdout.
     #[arg(long)]
@@ -24,6 +30,8 @@ struct Cli {
 enum Command {
     /// One completion at a cursor.
     Complete(complete::CompleteArgs),
+    /// Build or refresh the repository datastore of a workspace.
+    Index(index::IndexArgs),
     /// Manage the model.
     #[command(subcommand)]
     Model(ModelCommand),
@@ -57,12 +65,16 @@ pub struct EngineArgs {
     /// Most prompt tokens.
     #[arg(long, default_value_t = 2048)]
     pub prompt_tokens: usize,
-    /// Draft tree nodes per step for fixed-budget strategies.
-    #[arg(long, default_value_t = 8)]
+    /// Most draft tree nodes per step (besides the root).
+    #[arg(long, default_value_t = BudgetSettings::default().max_nodes)]
     pub draft_nodes: usize,
-    /// Deepest draft considered.
-    #[arg(long, default_value_t = 8)]
+    /// Deepest draft token.
+    #[arg(long, default_value_t = BudgetSettings::default().max_depth)]
     pub draft_depth: usize,
+    /// Always verify up to --draft-nodes instead of sizing each tree from the
+    /// measured cost curve.
+    #[arg(long)]
+    pub fixed_budget: bool,
 }
 
 impl EngineArgs {
@@ -71,8 +83,11 @@ impl EngineArgs {
             model: self.model.clone(),
             threads: self.threads,
             weights: self.weights,
-            draft_nodes: self.draft_nodes,
-            draft_depth: self.draft_depth,
+            budget: BudgetSettings {
+                cost_aware: !self.fixed_budget,
+                max_nodes: self.draft_nodes,
+                max_depth: self.draft_depth,
+            },
             ..EngineSettings::default()
         };
         settings.prompt.max_tokens = self.prompt_tokens;
@@ -108,6 +123,7 @@ pub fn run() -> Result<()> {
         (true, Some(_)) => anyhow::bail!("--stdio takes no subcommand"),
         (false, None) => anyhow::bail!("nothing to do: pass --stdio or a subcommand (see --help)"),
         (false, Some(Command::Complete(args))) => complete::run(&args),
+        (false, Some(Command::Index(args))) => index::run(&args),
         (false, Some(Command::Model(ModelCommand::Fetch { if_missing }))) => {
             let existing = crate::model_files::default_model_path();
             if if_missing && existing.exists() {

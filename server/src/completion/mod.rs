@@ -2,6 +2,9 @@
 //! decoding, stop rules. Shared by `copilotd complete` and the LSP server so
 //! both give the same text for the same buffer and cursor.
 
+pub mod calibrate;
+pub mod common;
+pub mod drafting;
 pub mod model_adapter;
 pub mod prompt;
 pub mod stop;
@@ -10,15 +13,20 @@ pub mod strategy;
 pub use strategy::Strategy;
 
 use crate::model_files;
+use crate::workspace::SharedStore;
 use anyhow::{Context, Result};
-use copilotd_draft::decode::{DecodeHooks, DecodeOptions, DecodeStats, FixedBudget, Session, StopReason};
+use copilotd_draft::budget::{CostCurve, FixedBudget};
+use copilotd_draft::common_store::CommonStore;
+use copilotd_draft::decode::{DecodeHooks, DecodeOptions, DecodeStats, Session, StopReason};
 use copilotd_draft::drafter::Drafter;
-use copilotd_draft::pld::PromptLookup;
+use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_model::{LoadOptions, Model, ModelInfo, Tokenizer, WeightFormat};
+use drafting::{BudgetSettings, DraftSources};
 use model_adapter::LoadedModel;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::Arc;
 use stop::StopRules;
 
 /// The error a completion returns when its `cancelled` hook fired.
@@ -45,10 +53,10 @@ pub struct EngineSettings {
     pub fim: bool,
     /// Stop after this many lines (0: only the block rule and max tokens).
     pub max_lines: usize,
-    /// Draft tree size for fixed-budget strategies (nodes besides the root).
-    pub draft_nodes: usize,
-    /// Deepest draft considered.
-    pub draft_depth: usize,
+    /// Draft tree sizes.
+    pub budget: BudgetSettings,
+    /// FastCoder's parameters and component switches.
+    pub fastcoder: FastCoderConfig,
 }
 
 impl Default for EngineSettings {
@@ -60,8 +68,8 @@ impl Default for EngineSettings {
             prompt: prompt::PromptBudget::default(),
             fim: false,
             max_lines: 0,
-            draft_nodes: 8,
-            draft_depth: 8,
+            budget: BudgetSettings::default(),
+            fastcoder: FastCoderConfig::default(),
         }
     }
 }
@@ -147,6 +155,10 @@ pub struct Completer {
     tokenizer: Tokenizer,
     info: ModelInfo,
     settings: EngineSettings,
+    sources: DraftSources,
+    /// This model's forward cost curve, measured (or read from the cache)
+    /// at the first request that drafts.
+    cost_curve: Option<CostCurve>,
     recent: VecDeque<CompletionStats>,
 }
 
@@ -162,7 +174,16 @@ impl Completer {
     pub fn new(model: Model, settings: EngineSettings) -> Completer {
         let tokenizer = model.tokenizer().clone();
         let info = model.info().clone();
-        Completer { session: Session::new(LoadedModel(model)), tokenizer, info, settings, recent: VecDeque::new() }
+        let sources = DraftSources::new(settings.fastcoder.clone(), settings.budget);
+        Completer {
+            session: Session::new(LoadedModel(model)),
+            tokenizer,
+            info,
+            settings,
+            sources,
+            cost_curve: None,
+            recent: VecDeque::new(),
+        }
     }
 
     pub fn model_info(&self) -> &ModelInfo {
@@ -176,6 +197,43 @@ impl Completer {
     /// Direct access to the model (benchmarks); forgets the cached prompt.
     pub fn model_mut(&mut self) -> &mut Model {
         &mut self.session.model_mut().0
+    }
+
+    /// The live repository datastore of the workspace being served.
+    pub fn set_repository(&mut self, store: SharedStore) {
+        self.sources.repository = Some(store);
+    }
+
+    /// Fresh drafting sources (own preference cache) with `fastcoder`
+    /// settings and this engine's common store, over `repository`.
+    pub fn sources_like(
+        &self,
+        fastcoder: FastCoderConfig,
+        budget: BudgetSettings,
+        repository: SharedStore,
+    ) -> DraftSources {
+        let mut sources = DraftSources::new(fastcoder, budget);
+        sources.repository = Some(repository);
+        sources.common = self.sources.common.clone();
+        sources
+    }
+
+    /// Exchanges the drafting sources (benchmarks compare several).
+    pub fn swap_sources(&mut self, sources: &mut DraftSources) {
+        std::mem::swap(&mut self.sources, sources);
+    }
+
+    /// Opens the common datastore for this model's tokenizer, building it
+    /// first (once, cached) when it is missing or unusable.
+    pub fn load_common_store(&mut self) -> Result<()> {
+        let store = common::open_or_build(&self.tokenizer)?;
+        self.sources.common = Some(store);
+        Ok(())
+    }
+
+    /// The common datastore built for this model's tokenizer.
+    pub fn set_common(&mut self, store: Arc<CommonStore>) {
+        self.sources.common = Some(store);
     }
 
     pub fn recent_stats(&self) -> RecentStats {
@@ -212,12 +270,24 @@ impl Completer {
             sampling: None,
         };
         let tokenizer = self.tokenizer.clone();
-        let mut stop = |generated: &[u32]| tokenizer.decode(generated).map(|text| rules.apply(&text).1).unwrap_or(false);
+        let mut stop =
+            |generated: &[u32]| tokenizer.decode(generated).map(|text| rules.apply(&text).1).unwrap_or(false);
         let hooks = DecodeHooks { stop: &mut stop, cancelled };
-        let mut budget = FixedBudget { nodes: self.settings.draft_nodes, depth: self.settings.draft_depth };
-        let mut drafter = self.drafter_for(request.strategy)?;
+        let mut drafter = self.sources.drafter(request.strategy, &self.tokenizer)?;
+        if drafter.is_some() && self.sources.needs_cost_curve() {
+            let curve = match &self.cost_curve {
+                Some(curve) => curve.clone(),
+                None => {
+                    let curve = calibrate::cost_curve(&mut self.session.model_mut().0)?;
+                    self.cost_curve.insert(curve).clone()
+                }
+            };
+            self.sources.set_cost_curve(curve);
+        }
         let drafter = drafter.as_mut().map(|d| d.as_mut() as &mut dyn Drafter);
-        let generation = self.session.generate(&prompt, &options, drafter, &mut budget, hooks)?;
+        let mut fixed = FixedBudget { nodes: 0, depth: 0 };
+        let budget = self.sources.budget_policy(&mut fixed);
+        let generation = self.session.generate(&prompt, &options, drafter, budget, hooks)?;
         if generation.stop == StopReason::Cancelled {
             return Err(Cancelled.into());
         }
@@ -237,14 +307,6 @@ impl Completer {
             tokens: Vec::new(),
             stats: CompletionStats::new(strategy, &DecodeStats::default(), StopReason::MaxTokens),
         }
-    }
-
-    fn drafter_for(&mut self, strategy: Strategy) -> Result<Option<Box<dyn Drafter>>> {
-        Ok(match strategy {
-            Strategy::Ar => None,
-            Strategy::Pld | Strategy::Auto => Some(Box::new(PromptLookup::default())),
-            Strategy::Rest | Strategy::FastCoder => anyhow::bail!("strategy '{strategy}' is not available in this build"),
-        })
     }
 }
 

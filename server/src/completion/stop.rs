@@ -84,7 +84,10 @@ mod tests {
         assert_eq!(rules.apply("    a = 1\n    b = 2\nc = 3"), ("    a = 1\n    b = 2", true));
         // A cursor in the middle of a line measures that line's indentation.
         let mid_line = StopRules::new("    total = ", true, 0);
-        assert_eq!(mid_line.apply("0\n    for x in xs:\n        total += x\nprint(total)"), ("0\n    for x in xs:\n        total += x", true));
+        assert_eq!(
+            mid_line.apply("0\n    for x in xs:\n        total += x\nprint(total)"),
+            ("0\n    for x in xs:\n        total += x", true)
+        );
         // At the end of a block opener, the next line sets the block.
         let opener = StopRules::new("def f():", true, 0);
         assert_eq!(opener.apply("\n    return 1\n\ndef g():"), ("\n    return 1", true));

@@ -94,14 +94,7 @@ impl StdioClient {
                 }
             }
         });
-        Ok(StdioClient {
-            child,
-            stdin,
-            incoming,
-            next_id: 1,
-            responses: HashMap::new(),
-            messages: VecDeque::new(),
-        })
+        Ok(StdioClient { child, stdin, incoming, next_id: 1, responses: HashMap::new(), messages: VecDeque::new() })
     }
 
     /// Writes raw bytes to the server (for malformed-input tests).
@@ -201,8 +194,7 @@ impl StdioClient {
         timeout: Duration,
         accept: impl Fn(&Value) -> bool,
     ) -> Result<Value> {
-        self.wait_for(timeout, |m| m["method"] == method && accept(m))
-            .with_context(|| format!("waiting for {method}"))
+        self.wait_for(timeout, |m| m["method"] == method && accept(m)).with_context(|| format!("waiting for {method}"))
     }
 
     /// Messages received so far (see [`Self::wait_for`]), without waiting or taking them.

@@ -28,14 +28,12 @@ impl fmt::Display for PositionError {
             Self::LineOutOfRange { line, lines } => {
                 write!(f, "line {line} is out of range: the document has {lines} lines")
             }
-            Self::CharacterOutOfRange { line, character, length } => write!(
-                f,
-                "character {character} is out of range: line {line} has {length} UTF-16 code units"
-            ),
-            Self::InsideSurrogatePair { line, character } => write!(
-                f,
-                "character {character} of line {line} points inside a UTF-16 surrogate pair"
-            ),
+            Self::CharacterOutOfRange { line, character, length } => {
+                write!(f, "character {character} is out of range: line {line} has {length} UTF-16 code units")
+            }
+            Self::InsideSurrogatePair { line, character } => {
+                write!(f, "character {character} of line {line} points inside a UTF-16 surrogate pair")
+            }
         }
     }
 }
@@ -59,10 +57,9 @@ impl fmt::Display for DocumentError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Unknown(uri) => write!(f, "document {uri} is not open"),
-            Self::OutOfSync(uri) => write!(
-                f,
-                "document {uri} is out of sync after a change that did not apply; reopen it"
-            ),
+            Self::OutOfSync(uri) => {
+                write!(f, "document {uri} is out of sync after a change that did not apply; reopen it")
+            }
             Self::BadRange(err) => write!(f, "change range is invalid: {err}"),
             Self::ReversedRange => write!(f, "change range ends before it starts"),
         }
@@ -85,20 +82,13 @@ pub fn offset_at(text: &str, position: Position) -> Result<usize, PositionError>
         }
         units += ch.len_utf16();
         if units > wanted {
-            return Err(PositionError::InsideSurrogatePair {
-                line: position.line,
-                character: position.character,
-            });
+            return Err(PositionError::InsideSurrogatePair { line: position.line, character: position.character });
         }
     }
     if units == wanted {
         Ok(start + line_end)
     } else {
-        Err(PositionError::CharacterOutOfRange {
-            line: position.line,
-            character: position.character,
-            length: units,
-        })
+        Err(PositionError::CharacterOutOfRange { line: position.line, character: position.character, length: units })
     }
 }
 
@@ -111,29 +101,17 @@ fn line_start(text: &str, line: u32) -> Result<usize, PositionError> {
         match bytes[index..].iter().position(|&b| b == b'\n' || b == b'\r') {
             Some(found) => {
                 index += found;
-                index += if bytes[index] == b'\r' && bytes.get(index + 1) == Some(&b'\n') {
-                    2
-                } else {
-                    1
-                };
+                index += if bytes[index] == b'\r' && bytes.get(index + 1) == Some(&b'\n') { 2 } else { 1 };
                 current += 1;
             }
-            None => {
-                return Err(PositionError::LineOutOfRange {
-                    line,
-                    lines: current as usize + 1,
-                })
-            }
+            None => return Err(PositionError::LineOutOfRange { line, lines: current as usize + 1 }),
         }
     }
     Ok(index)
 }
 
 /// Applies one content change event to `text`.
-pub fn apply_change(
-    text: &mut String,
-    change: &TextDocumentContentChangeEvent,
-) -> Result<(), DocumentError> {
+pub fn apply_change(text: &mut String, change: &TextDocumentContentChangeEvent) -> Result<(), DocumentError> {
     match change.range {
         None => {
             text.clear();
@@ -197,8 +175,7 @@ impl Documents {
         changes: &[TextDocumentContentChangeEvent],
     ) -> Result<Snapshot, DocumentError> {
         let mut open = self.lock();
-        let document =
-            open.get_mut(uri).ok_or_else(|| DocumentError::Unknown(uri.as_str().to_owned()))?;
+        let document = open.get_mut(uri).ok_or_else(|| DocumentError::Unknown(uri.as_str().to_owned()))?;
         let text = Arc::make_mut(&mut document.text);
         for change in changes {
             if change.range.is_none() {
@@ -225,11 +202,18 @@ impl Documents {
         self.lock().remove(uri).is_some()
     }
 
+    /// Calls `visit` with every in-sync open document, holding the store's lock (so no change
+    /// is applied meanwhile).
+    pub fn for_each(&self, mut visit: impl FnMut(&Uri, &str)) {
+        for (uri, document) in self.lock().iter().filter(|(_, document)| !document.out_of_sync) {
+            visit(uri, &document.text);
+        }
+    }
+
     /// The current state of a document.
     pub fn snapshot(&self, uri: &Uri) -> Result<Snapshot, DocumentError> {
         let open = self.lock();
-        let document =
-            open.get(uri).ok_or_else(|| DocumentError::Unknown(uri.as_str().to_owned()))?;
+        let document = open.get(uri).ok_or_else(|| DocumentError::Unknown(uri.as_str().to_owned()))?;
         if document.out_of_sync {
             return Err(DocumentError::OutOfSync(uri.as_str().to_owned()));
         }
@@ -256,11 +240,7 @@ mod tests {
     }
 
     fn edit(start: Position, end: Position, text: &str) -> TextDocumentContentChangeEvent {
-        TextDocumentContentChangeEvent {
-            range: Some(Range { start, end }),
-            range_length: None,
-            text: text.to_owned(),
-        }
+        TextDocumentContentChangeEvent { range: Some(Range { start, end }), range_length: None, text: text.to_owned() }
     }
 
     #[test]
@@ -278,10 +258,7 @@ mod tests {
     #[test]
     fn surrogate_pair_middle_is_an_error() {
         let text = "a😀b";
-        assert_eq!(
-            offset_at(text, pos(0, 2)),
-            Err(PositionError::InsideSurrogatePair { line: 0, character: 2 })
-        );
+        assert_eq!(offset_at(text, pos(0, 2)), Err(PositionError::InsideSurrogatePair { line: 0, character: 2 }));
     }
 
     #[test]

@@ -8,16 +8,24 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::requests::{CancelFlag, Cancelled};
+use copilotd_model::Tokenizer;
+
 use crate::completion::{self, Completer, Completion, CompletionRequest, EngineSettings, Strategy};
+use crate::workspace::SharedStore;
 
 /// Where the model is.
 #[derive(Clone)]
 pub enum Load {
     /// Not asked to load yet (before `initialized`).
     Idle,
-    Loading { model: String },
+    Loading {
+        model: String,
+    },
     Ready(Arc<Loaded>),
-    Failed { model: String, error: String },
+    Failed {
+        model: String,
+        error: String,
+    },
 }
 
 /// A loaded model, shared by completions (one at a time).
@@ -25,6 +33,7 @@ pub struct Loaded {
     completer: Arc<tokio::sync::Mutex<Completer>>,
     pub name: String,
     pub device: String,
+    pub tokenizer: Tokenizer,
 }
 
 /// One completion to run, owning its inputs.
@@ -63,6 +72,8 @@ pub struct Engine {
     /// Sequence number of the latest load; older loads finishing late are discarded.
     loads: AtomicU64,
     recent: Mutex<Recent>,
+    /// The workspace's repository datastore, given to every model loaded.
+    repository: Mutex<Option<SharedStore>>,
 }
 
 impl Default for Engine {
@@ -71,6 +82,7 @@ impl Default for Engine {
             load: watch::channel(Load::Idle).0,
             loads: AtomicU64::new(0),
             recent: Mutex::new(Recent::default()),
+            repository: Mutex::new(None),
         }
     }
 }
@@ -96,13 +108,22 @@ impl Engine {
         let sequence = self.loads.fetch_add(1, Ordering::AcqRel) + 1;
         let model = model_label(&settings.model);
         self.load.send_replace(Load::Loading { model: model.clone() });
-        let loaded = tokio::task::spawn_blocking(move || Completer::load(&settings)).await;
+        let repository = self.repository.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let mut completer = Completer::load(&settings)?;
+            if let Some(store) = repository {
+                completer.set_repository(store);
+            }
+            anyhow::Ok(completer)
+        })
+        .await;
         let state = match loaded {
             Ok(Ok(completer)) => {
                 let info = completer.model_info();
                 let loaded = Loaded {
                     name: info.name.clone(),
                     device: info.device.clone(),
+                    tokenizer: completer.tokenizer().clone(),
                     completer: Arc::new(tokio::sync::Mutex::new(completer)),
                 };
                 Load::Ready(Arc::new(loaded))
@@ -118,6 +139,14 @@ impl Engine {
             self.load.send_replace(state);
         }
         error
+    }
+
+    /// Gives the repository datastore to the current and all future models.
+    pub async fn set_repository(&self, store: SharedStore) {
+        *self.repository.lock().unwrap_or_else(|p| p.into_inner()) = Some(store.clone());
+        if let Load::Ready(loaded) = self.state() {
+            loaded.completer.lock().await.set_repository(store);
+        }
     }
 
     /// Runs one completion, waiting for the model if it is still loading. Stops within one

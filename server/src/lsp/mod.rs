@@ -49,11 +49,7 @@ fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("COPILOTD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,copilotd=info"));
     // Another subscriber (e.g. the CLI's) may already be installed; that one wins.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
 /// Serves one LSP session over `input`/`output`.
@@ -74,14 +70,12 @@ where
     let (server_frames_tx, server_frames) = mpsc::channel(64);
     let (replies_tx, replies) = mpsc::channel(64);
 
-    tokio::spawn(transport::read_client(input, to_server, replies_tx));
-    tokio::spawn(transport::read_server(from_server, server_frames_tx));
+    let gate = Arc::new(transport::InitializeGate::default());
+    tokio::spawn(transport::read_client(input, to_server, replies_tx, Arc::clone(&gate)));
+    tokio::spawn(transport::read_server(from_server, server_frames_tx, gate));
     let writer = tokio::spawn(transport::write_client(output, server_frames, replies));
 
-    LspServer::new(server_input, server_output, socket)
-        .concurrency_level(CONCURRENCY)
-        .serve(service)
-        .await;
+    LspServer::new(server_input, server_output, socket).concurrency_level(CONCURRENCY).serve(service).await;
     // The server dropped its output; the writer drains what is left and ends.
     let _ = writer.await;
 }

@@ -57,23 +57,13 @@ pub async fn drive<F>(
 where
     F: Future<Output = String>,
 {
-    let token = ProgressToken::String(format!(
-        "copilotd/{}",
-        NEXT_TOKEN.fetch_add(1, Ordering::Relaxed)
-    ));
-    let create = client.send_request::<WorkDoneProgressCreate>(WorkDoneProgressCreateParams {
-        token: token.clone(),
-    });
+    let token = ProgressToken::String(format!("copilotd/{}", NEXT_TOKEN.fetch_add(1, Ordering::Relaxed)));
+    let create = client.send_request::<WorkDoneProgressCreate>(WorkDoneProgressCreateParams { token: token.clone() });
     let created = enabled && matches!(tokio::time::timeout(CREATE_TIMEOUT, create).await, Ok(Ok(())));
     if !created {
         return job.await;
     }
-    let progress = client
-        .progress(token, title)
-        .with_percentage(0)
-        .with_message("starting")
-        .begin()
-        .await;
+    let progress = client.progress(token, title).with_percentage(0).with_message("starting").begin().await;
     tokio::pin!(job);
     let mut last_report = tokio::time::Instant::now() - REPORT_INTERVAL;
     loop {

@@ -66,52 +66,95 @@ impl Backend {
         tokio::spawn(async move { client.show_message(typ, message).await });
     }
 
-    /// The workspace-relative path (with `/` separators) of a document, if it is in a root.
-    fn relative_path(&self, uri: &Uri) -> Option<(PathBuf, String)> {
-        let path = uri.to_file_path()?.into_owned();
+    /// The workspace-relative path (with `/` separators) of a document in the first root: the
+    /// repository datastore's key for it.
+    fn relative_path(&self, uri: &Uri) -> Option<String> {
+        let path = uri.to_file_path()?;
+        if let Some(workspace) = self.workspace() {
+            return workspace.key_for(&path);
+        }
         let roots = self.roots.read().unwrap_or_else(|p| p.into_inner());
-        roots.iter().find_map(|root| {
-            let relative = path.strip_prefix(root).ok()?;
-            let parts: Option<Vec<&str>> = relative.components().map(|c| c.as_os_str().to_str()).collect();
-            Some((root.clone(), parts?.join("/")))
-        })
+        let relative = path.strip_prefix(roots.first()?).ok()?;
+        let parts: Option<Vec<&str>> = relative.components().map(|c| c.as_os_str().to_str()).collect();
+        Some(parts?.join("/"))
     }
 
-    /// Starts (or restarts) loading the model from the current settings.
+    /// Starts (or restarts) loading the model from the current settings; once it is loaded,
+    /// (re)starts the workspace index with its tokenizer.
     fn load_model(self: &Arc<Self>) {
         let settings = self.config().engine_settings();
         let backend = Arc::clone(self);
         tokio::spawn(async move {
-            if let Err(error) = backend.engine.load(settings).await {
-                backend.notify_user(
-                    MessageType::ERROR,
-                    format!(
-                        "copilotd: no completions: {error}. Set `model` to a GGUF file, or run `copilotd model fetch`."
-                    ),
-                );
+            match backend.engine.load(settings).await {
+                Ok(()) => backend.restart_workspace().await,
+                Err(error) => {
+                    backend.notify_user(
+                        MessageType::ERROR,
+                        format!(
+                            "copilotd: no completions: {error}. Set `model` to a GGUF file, or run `copilotd model fetch`."
+                        ),
+                    );
+                    let no_roots = backend.roots.read().unwrap_or_else(|p| p.into_inner()).is_empty();
+                    // The repository datastore needs the model's tokenizer.
+                    backend.index.set_state(if no_roots { IndexState::None } else { IndexState::Failed });
+                }
             }
         });
     }
 
-    /// Starts the live index of the first workspace root, if there is one.
-    fn start_workspace(self: &Arc<Self>) {
+    /// (Re)starts the live index of the first workspace root with the loaded model's
+    /// tokenizer, and reports its progress. Does nothing while no model is loaded.
+    async fn restart_workspace(self: &Arc<Self>) {
+        let Load::Ready(loaded) = self.engine.state() else { return };
+        let old = self.workspace.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(old) = old {
+            // Stopping joins the workspace thread and saves the store.
+            let _ = tokio::task::spawn_blocking(move || drop(old)).await;
+        }
         let root = self.roots.read().unwrap_or_else(|p| p.into_inner()).first().cloned();
         let Some(root) = root else {
             self.index.set_state(IndexState::None);
             return;
         };
-        let link = Arc::new(WorkspaceLink::new(root, &self.config().ignore));
+        let config = self.config();
+        let tokenizer = loaded.tokenizer.clone();
+        let status = Arc::clone(&self.index);
+        let started = tokio::task::spawn_blocking(move || {
+            WorkspaceLink::start(&root, &config.languages, &config.ignore, tokenizer, status)
+        })
+        .await;
+        let link = match started {
+            Ok(Ok(Some(link))) => Arc::new(link),
+            Ok(Ok(None)) => {
+                self.index.set_state(IndexState::None);
+                return;
+            }
+            Ok(Err(err)) => {
+                self.index.set_state(IndexState::Failed);
+                self.notify_user(MessageType::WARNING, format!("copilotd: cannot index the workspace: {err:#}"));
+                return;
+            }
+            Err(join) => {
+                self.index.set_state(IndexState::Failed);
+                self.notify_user(MessageType::WARNING, format!("copilotd: workspace indexing crashed: {join}"));
+                return;
+            }
+        };
         *self.workspace.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&link));
-        let backend = Arc::clone(self);
-        tokio::spawn(async move {
-            let progress = backend.progress_supported.load(Ordering::Relaxed);
-            let outcome = link
-                .start(&backend.client, progress, Arc::clone(&backend.index), Arc::clone(&backend.engine))
-                .await;
-            if let Err(problem) = outcome {
-                backend.notify_user(MessageType::WARNING, format!("copilotd: {problem}"));
+        // Buffers opened before the workspace existed become overlays now, sent under the
+        // documents' lock so that a concurrent edit's overlay is never overtaken by older text.
+        self.documents.for_each(|uri, text| {
+            if let Some(path) = uri.to_file_path() {
+                link.set_overlay(&path, text);
             }
         });
+        self.engine.set_repository(link.store()).await;
+        let progress = self.progress_supported.load(Ordering::Relaxed);
+        let outcome = link.report_progress(&self.client, progress).await;
+        tracing::info!("workspace {}: {}", link.root().display(), outcome.message);
+        if let Some(warning) = outcome.warning {
+            self.notify_user(MessageType::WARNING, format!("copilotd: {warning}"));
+        }
     }
 
     /// Applies client settings; reloads the model if its settings changed.
@@ -128,8 +171,9 @@ impl Backend {
         if before.model != after.model || before.threads != after.threads {
             self.load_model();
         }
-        if before.ignore != after.ignore && self.workspace().is_some() {
-            self.start_workspace();
+        if before.ignore != after.ignore || before.languages != after.languages {
+            let backend = Arc::clone(self);
+            tokio::spawn(async move { backend.restart_workspace().await });
         }
     }
 
@@ -151,7 +195,7 @@ impl Backend {
         let job = Job {
             text: snapshot.text,
             cursor,
-            path: self.relative_path(&uri).map(|(_, relative)| relative),
+            path: self.relative_path(&uri),
             max_tokens: config.max_tokens,
             strategy: config.strategy,
         };
@@ -187,7 +231,10 @@ impl Backend {
             device,
             strategy: config.strategy.to_string(),
             index_state: self.index.state(),
-            indexed_files: self.index.files(),
+            indexed_files: match (self.index.state(), self.workspace()) {
+                (IndexState::Ready, Some(workspace)) => workspace.file_count(),
+                _ => self.index.files(),
+            },
             tokens_per_second: recent.tokens_per_second,
             acceptance_length: recent.acceptance_length,
             completions: recent.completions,
@@ -216,16 +263,12 @@ fn complete_error(err: CompleteError) -> Error {
             data: None,
         },
         CompleteError::Cancelled(Cancelled::ByClient) => Error::request_cancelled(),
-        CompleteError::Unavailable(message) => Error {
-            code: ErrorCode::ServerError(REQUEST_FAILED),
-            message: message.into(),
-            data: None,
-        },
-        CompleteError::Failed(err) => Error {
-            code: ErrorCode::InternalError,
-            message: format!("completion failed: {err:#}").into(),
-            data: None,
-        },
+        CompleteError::Unavailable(message) => {
+            Error { code: ErrorCode::ServerError(REQUEST_FAILED), message: message.into(), data: None }
+        }
+        CompleteError::Failed(err) => {
+            Error { code: ErrorCode::InternalError, message: format!("completion failed: {err:#}").into(), data: None }
+        }
         CompleteError::Panicked(message) => internal(&message),
     }
 }
@@ -291,10 +334,7 @@ pub struct Server(pub Arc<Backend>);
 
 impl Server {
     /// `textDocument/inlineCompletion` (LSP 3.18; registered as a custom method).
-    pub async fn inline_completion(
-        &self,
-        params: InlineCompletionParams,
-    ) -> Result<Option<InlineCompletionResponse>> {
+    pub async fn inline_completion(&self, params: InlineCompletionParams) -> Result<Option<InlineCompletionResponse>> {
         guarded("textDocument/inlineCompletion", self.0.inline_completion_inner(params)).await
     }
 
@@ -312,7 +352,7 @@ impl Server {
                 .and_then(Value::as_str)
                 .ok_or_else(|| Error::invalid_params("expected {\"path\": \"relative/path\"}"))?;
             let workspace = self.0.workspace().ok_or_else(|| Error::invalid_params("no workspace folder is open"))?;
-            let tokens = workspace.indexed_tokens(path);
+            let tokens = workspace.indexed_tokens(path.trim_start_matches('/'));
             Ok(serde_json::json!({ "indexed": tokens.is_some(), "tokens": tokens.unwrap_or(0) }))
         })
         .await
@@ -359,8 +399,10 @@ impl LanguageServer for Server {
             for warning in warnings {
                 backend.notify_user(MessageType::WARNING, format!("copilotd settings: {warning}"));
             }
+            if backend.roots.read().unwrap_or_else(|p| p.into_inner()).is_empty() {
+                backend.index.set_state(IndexState::None);
+            }
             backend.load_model();
-            backend.start_workspace();
         });
     }
 
@@ -373,8 +415,8 @@ impl LanguageServer for Server {
         guarded_sync("textDocument/didOpen", || {
             let document = params.text_document;
             backend.in_flight.supersede(&document.uri);
-            if let (Some(workspace), Some((_, relative))) = (backend.workspace(), backend.relative_path(&document.uri)) {
-                workspace.set_overlay(&relative, &document.text);
+            if let (Some(workspace), Some(path)) = (backend.workspace(), document.uri.to_file_path()) {
+                workspace.set_overlay(&path, &document.text);
             }
             backend.documents.open(document.uri, document.language_id, document.version, document.text);
         });
@@ -387,8 +429,8 @@ impl LanguageServer for Server {
             backend.in_flight.supersede(&uri);
             match backend.documents.change(&uri, params.text_document.version, &params.content_changes) {
                 Ok(snapshot) => {
-                    if let (Some(workspace), Some((_, relative))) = (backend.workspace(), backend.relative_path(&uri)) {
-                        workspace.set_overlay(&relative, &snapshot.text);
+                    if let (Some(workspace), Some(path)) = (backend.workspace(), uri.to_file_path()) {
+                        workspace.set_overlay(&path, &snapshot.text);
                     }
                 }
                 Err(err) => backend.notify_user(MessageType::WARNING, format!("copilotd: {err}")),
@@ -402,8 +444,8 @@ impl LanguageServer for Server {
             let uri = params.text_document.uri;
             backend.in_flight.supersede(&uri);
             backend.documents.close(&uri);
-            if let (Some(workspace), Some((_, relative))) = (backend.workspace(), backend.relative_path(&uri)) {
-                workspace.clear_overlay(&relative);
+            if let (Some(workspace), Some(path)) = (backend.workspace(), uri.to_file_path()) {
+                workspace.clear_overlay(&path);
             }
         });
     }
@@ -425,7 +467,8 @@ impl LanguageServer for Server {
             }
             let first_after = backend.roots.read().unwrap_or_else(|p| p.into_inner()).first().cloned();
             if first_before != first_after {
-                backend.start_workspace();
+                let backend = Arc::clone(backend);
+                tokio::spawn(async move { backend.restart_workspace().await });
             }
         });
     }

@@ -21,9 +21,69 @@ const HEADER_NAME: &[u8] = b"content-length";
 #[derive(Debug, PartialEq)]
 enum Frame {
     /// A well-formed JSON-RPC message body, to forward.
-    Message(Vec<u8>),
+    Message(Vec<u8>, Kind),
     /// Bytes that are not a usable message, with the error to answer.
     Reject(Response),
+}
+
+/// What a forwarded message is, as far as the guard cares.
+#[derive(Debug, PartialEq)]
+enum Kind {
+    /// A response to the request with this id.
+    Response(Id),
+    /// The `initialize` request with this id.
+    Initialize(Id),
+    Other,
+}
+
+/// Holds the client's messages after `initialize` until tower-lsp has answered it: tower-lsp
+/// drops notifications and refuses requests that it reads before its `initialize` handler ran,
+/// and a client that sends `initialized` right behind `initialize` would lose them.
+#[derive(Debug, Default)]
+pub struct InitializeGate {
+    pending: std::sync::Mutex<Option<Id>>,
+    answered: tokio::sync::Notify,
+}
+
+/// Longest hold (the `initialize` handler does no slow work).
+const GATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl InitializeGate {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Option<Id>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a hold for the response to `id` (before the request is forwarded, so the
+    /// response cannot be missed).
+    fn expect(&self, id: Id) {
+        *self.pending() = Some(id);
+    }
+
+    /// Waits until the expected response has been written (or the hold times out).
+    async fn wait(&self) {
+        let deadline = tokio::time::Instant::now() + GATE_TIMEOUT;
+        loop {
+            let answered = self.answered.notified();
+            tokio::pin!(answered);
+            answered.as_mut().enable();
+            if self.pending().is_none() {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, answered).await.is_err() {
+                tracing::warn!("no answer to `initialize` within {GATE_TIMEOUT:?}; reading on");
+                self.pending().take();
+                return;
+            }
+        }
+    }
+
+    fn saw_response(&self, id: &Id) {
+        let mut pending = self.pending();
+        if pending.as_ref() == Some(id) {
+            pending.take();
+            self.answered.notify_waiters();
+        }
+    }
 }
 
 /// Incremental decoder for `Content-Length`-framed messages that never gives up on a stream.
@@ -77,18 +137,22 @@ impl Framer {
         }
     }
 
-    /// Drops at least `at_least` bytes, then everything up to the next `Content-Length`.
+    /// Drops at least `at_least` bytes, then everything up to the next `Content-Length`; with
+    /// none in sight, keeps only a tail that may be the start of one split across reads.
     fn skip_garbage(&mut self, at_least: usize) {
         let start = at_least.min(self.buffer.len());
-        let next = find_header_name(&self.buffer[start..]).map(|i| start + i);
-        match next {
-            Some(index) => drop(self.buffer.drain(..index)),
-            // Keep a tail that could be the start of a header split across reads.
+        let drop_to = match find_header_name(&self.buffer[start..]) {
+            Some(index) => start + index,
             None => {
-                let keep = HEADER_NAME.len().min(self.buffer.len() - start);
-                self.buffer.drain(..self.buffer.len() - keep);
+                let rest = &self.buffer[start..];
+                let keep = (1..HEADER_NAME.len().min(rest.len() + 1))
+                    .rev()
+                    .find(|&n| rest[rest.len() - n..].eq_ignore_ascii_case(&HEADER_NAME[..n]))
+                    .unwrap_or(0);
+                self.buffer.len() - keep
             }
-        }
+        };
+        self.buffer.drain(..drop_to);
     }
 }
 
@@ -97,9 +161,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 fn find_header_name(haystack: &[u8]) -> Option<usize> {
-    haystack
-        .windows(HEADER_NAME.len())
-        .position(|window| window.eq_ignore_ascii_case(HEADER_NAME))
+    haystack.windows(HEADER_NAME.len()).position(|window| window.eq_ignore_ascii_case(HEADER_NAME))
 }
 
 /// The `Content-Length` of a header block (names are case-insensitive, other headers ignored).
@@ -118,14 +180,26 @@ fn content_length(header: &[u8]) -> Option<usize> {
 /// Accepts a body only if tower-lsp's own decoding will: like its `Message`, a response first,
 /// then a request or notification.
 fn check_body(body: Vec<u8>) -> Frame {
-    if serde_json::from_slice::<Response>(&body).is_ok() {
-        return Frame::Message(body);
+    if let Ok(response) = serde_json::from_slice::<Response>(&body) {
+        let (id, _) = response.into_parts();
+        return Frame::Message(body, Kind::Response(id));
     }
     match serde_json::from_slice::<Request>(&body) {
-        Ok(_) => Frame::Message(body),
-        Err(err) if err.is_syntax() || err.is_eof() => {
-            Frame::Reject(error(Id::Null, Error::parse_error()))
+        // LSP: a request for a `$/` method the receiver does not implement must be answered
+        // with MethodNotFound; the server implements `$/` methods only as notifications, and
+        // tower-lsp would leave such a request unanswered.
+        Ok(request) if request.method().starts_with("$/") && request.id().is_some() => {
+            let id = request.id().cloned().unwrap_or(Id::Null);
+            Frame::Reject(error(id, Error::method_not_found()))
         }
+        Ok(request) => match request.id() {
+            Some(id) if request.method() == "initialize" => {
+                let id = id.clone();
+                Frame::Message(body, Kind::Initialize(id))
+            }
+            _ => Frame::Message(body, Kind::Other),
+        },
+        Err(err) if err.is_syntax() || err.is_eof() => Frame::Reject(error(Id::Null, Error::parse_error())),
         Err(err) => {
             let id = serde_json::from_slice::<serde_json::Value>(&body)
                 .ok()
@@ -150,8 +224,12 @@ fn encode(body: &[u8]) -> Vec<u8> {
 
 /// Reads the editor's stream, forwards good messages to `server`, sends error replies to
 /// `replies`. Returns at end of input or when the server stops reading.
-pub async fn read_client<R, W>(mut input: R, mut server: W, replies: mpsc::Sender<Vec<u8>>)
-where
+pub async fn read_client<R, W>(
+    mut input: R,
+    mut server: W,
+    replies: mpsc::Sender<Vec<u8>>,
+    gate: std::sync::Arc<InitializeGate>,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
@@ -169,9 +247,16 @@ where
         framer.push(&chunk[..read]);
         while let Some(frame) = framer.next() {
             match frame {
-                Frame::Message(body) => {
+                Frame::Message(body, kind) => {
+                    let initialize = matches!(kind, Kind::Initialize(_));
+                    if let Kind::Initialize(id) = kind {
+                        gate.expect(id);
+                    }
                     if server.write_all(&encode(&body)).await.is_err() {
                         return;
+                    }
+                    if initialize {
+                        gate.wait().await;
                     }
                 }
                 Frame::Reject(response) => {
@@ -188,7 +273,7 @@ where
 }
 
 /// Splits tower-lsp's (well-formed) output into whole frames.
-pub async fn read_server<R>(mut output: R, frames: mpsc::Sender<Vec<u8>>)
+pub async fn read_server<R>(mut output: R, frames: mpsc::Sender<Vec<u8>>, gate: std::sync::Arc<InitializeGate>)
 where
     R: AsyncRead + Unpin,
 {
@@ -201,9 +286,12 @@ where
         }
         while let Some(frame) = framer.next() {
             match frame {
-                Frame::Message(body) => {
+                Frame::Message(body, kind) => {
                     if frames.send(encode(&body)).await.is_err() {
                         return;
+                    }
+                    if let Kind::Response(id) = kind {
+                        gate.saw_response(&id);
                     }
                 }
                 Frame::Reject(_) => tracing::error!("tower-lsp wrote a malformed frame"),
@@ -222,7 +310,6 @@ pub async fn write_client<W>(
 {
     loop {
         let frame = tokio::select! {
-            biased;
             frame = server_frames.recv() => match frame {
                 Some(frame) => frame,
                 None => break,
@@ -255,7 +342,7 @@ mod tests {
                 let value = serde_json::to_value(response).unwrap();
                 value["error"]["code"].as_i64()
             }
-            Frame::Message(_) => None,
+            Frame::Message(..) => None,
         }
     }
 
@@ -270,7 +357,7 @@ mod tests {
             framer.push(&bytes[split..]);
             frames.extend(all(&mut framer));
             assert_eq!(frames.len(), 2, "split at {split}");
-            assert_eq!(frames[0], Frame::Message(good.as_bytes().to_vec()));
+            assert_eq!(frames[0], Frame::Message(good.as_bytes().to_vec(), Kind::Initialize(Id::Number(1))));
         }
     }
 
@@ -281,13 +368,14 @@ mod tests {
         framer.push(&encode(b"\xff\xfe"));
         framer.push(&frame(r#"{"jsonrpc":"1.0","id":7,"method":"x"}"#));
         framer.push(&frame(r#"[1,2]"#));
+        framer.push(&frame(r#"{"jsonrpc":"2.0","id":8,"method":"$/cancelRequest","params":{"id":1}}"#));
         framer.push(&frame(r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#));
         let frames = all(&mut framer);
         let codes: Vec<_> = frames.iter().map(code).collect();
-        assert_eq!(codes, vec![Some(-32700), Some(-32700), Some(-32600), Some(-32600), None]);
+        assert_eq!(codes, vec![Some(-32700), Some(-32700), Some(-32600), Some(-32600), Some(-32601), None]);
         let value = serde_json::to_value(match &frames[2] {
             Frame::Reject(response) => response,
-            Frame::Message(_) => unreachable!(),
+            Frame::Message(..) => unreachable!(),
         })
         .unwrap();
         assert_eq!(value["id"], 7);
@@ -304,7 +392,7 @@ mod tests {
         framer.push(b"content-length: 0\r\n\r\n");
         framer.push(&frame(good));
         let frames = all(&mut framer);
-        assert_eq!(frames.last(), Some(&Frame::Message(good.as_bytes().to_vec())));
+        assert_eq!(frames.last(), Some(&Frame::Message(good.as_bytes().to_vec(), Kind::Other)));
         assert!(frames[..frames.len() - 1].iter().all(|f| code(f).is_some()));
     }
 
@@ -316,7 +404,12 @@ mod tests {
             all(&mut framer);
         }
         assert!(framer.buffer.len() <= MAX_HEADER + 1000);
+        framer.push(b"garbage\r\n\r\nmore garbage Content-Le");
+        assert_eq!(all(&mut framer).len(), 1, "one error per run of garbage");
+        assert_eq!(framer.buffer, b"Content-Le");
+        framer.push(b"ngth: 2\r\n\r\n{}");
+        assert_eq!(all(&mut framer).len(), 1);
         framer.push(&frame(r#"{"jsonrpc":"2.0","method":"exit"}"#));
-        assert!(matches!(all(&mut framer).last(), Some(Frame::Message(_))));
+        assert!(matches!(all(&mut framer).last(), Some(Frame::Message(..))));
     }
 }

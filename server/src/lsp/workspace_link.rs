@@ -1,38 +1,162 @@
-//! TEMPORARY placeholder until `crate::workspace` lands; replaced by the real link.
+//! The server's side of the live workspace: starts [`LiveWorkspace`] for the first workspace
+//! folder (initial indexing in the background, the watcher), turns its indexing state into
+//! `$/progress` and status, and forwards open buffers as overlays.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
+use anyhow::Result;
+use copilotd_model::Tokenizer;
+use tokio::sync::watch;
 use tower_lsp_server::Client;
 
-use super::engine::Engine;
-use super::status::{IndexState, IndexStatus};
+use super::progress::{self, ProgressSink};
+use super::status::{IndexState as StatusState, IndexStatus};
+use crate::workspace::{paths, IndexState, LiveWorkspace, SharedStore, WalkConfig, LANGUAGES};
 
+/// How indexing ended: a summary for the progress end, and a warning for the user, if any.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub message: String,
+    pub warning: Option<String>,
+}
+
+/// A running live workspace.
 pub struct WorkspaceLink {
-    _root: PathBuf,
+    live: LiveWorkspace,
+    finished: watch::Receiver<Option<Outcome>>,
+    progress: watch::Receiver<(usize, usize)>,
+}
+
+/// The configured languages that name file types the workspace walk knows. `None` when the
+/// user configured languages but none of them is known (nothing to index).
+fn walk_languages(languages: &[String]) -> Option<Vec<String>> {
+    let known: Vec<String> = languages
+        .iter()
+        .filter(|name| LANGUAGES.iter().any(|(language, _)| language.eq_ignore_ascii_case(name)))
+        .cloned()
+        .collect();
+    (known.is_empty() == languages.is_empty()).then_some(known)
 }
 
 impl WorkspaceLink {
-    pub fn new(root: PathBuf, _ignore: &[String]) -> WorkspaceLink {
-        WorkspaceLink { _root: root }
+    /// Starts indexing and watching `root` with the model's tokenizer. `None` when the
+    /// configured languages leave nothing to index.
+    pub fn start(
+        root: &Path,
+        languages: &[String],
+        ignore: &[String],
+        tokenizer: Tokenizer,
+        status: Arc<IndexStatus>,
+    ) -> Result<Option<WorkspaceLink>> {
+        let Some(languages) = walk_languages(languages) else {
+            return Ok(None);
+        };
+        let config = WalkConfig::new(&languages, ignore)?;
+        let store_path = paths::workspace_store_path(root)?;
+        let (sink, progress) = progress::channel();
+        let (finish, finished) = watch::channel(None);
+        status.set_state(StatusState::Indexing);
+        let on_state = Box::new(move |state: &IndexState| report(state, &sink, &finish, &status));
+        let tokenize = Arc::new(move |text: &str| tokenizer.encode(text));
+        let live = LiveWorkspace::start(root, config, tokenize, store_path, on_state)?;
+        Ok(Some(WorkspaceLink { live, finished, progress }))
     }
 
-    pub async fn start(
-        &self,
-        _client: &Client,
-        _progress: bool,
-        index: Arc<IndexStatus>,
-        _engine: Arc<Engine>,
-    ) -> Result<(), String> {
-        index.set_state(IndexState::None);
-        Ok(())
+    /// Reports indexing to the client (`$/progress` when `enabled`) until it ends.
+    pub async fn report_progress(&self, client: &Client, enabled: bool) -> Outcome {
+        let mut finished = self.finished.clone();
+        let outcome = async move {
+            match finished.wait_for(Option::is_some).await {
+                Ok(outcome) => outcome.clone().expect("waited for Some"),
+                Err(_) => Outcome { message: "indexing stopped".to_owned(), warning: None },
+            }
+        };
+        let (message_tx, message_rx) = tokio::sync::oneshot::channel();
+        let job = async move {
+            let outcome = outcome.await;
+            let message = outcome.message.clone();
+            let _ = message_tx.send(outcome);
+            message
+        };
+        let message = progress::drive(client, enabled, "copilotd: indexing", self.progress.clone(), job).await;
+        message_rx.await.unwrap_or(Outcome { message, warning: None })
     }
 
-    pub fn set_overlay(&self, _path: &str, _text: &str) {}
+    pub fn store(&self) -> SharedStore {
+        self.live.store()
+    }
 
-    pub fn clear_overlay(&self, _path: &str) {}
+    pub fn root(&self) -> &Path {
+        self.live.root()
+    }
 
-    pub fn indexed_tokens(&self, _path: &str) -> Option<usize> {
-        None
+    /// The store key of a file of this workspace, if it is one.
+    pub fn key_for(&self, path: &Path) -> Option<String> {
+        self.live.key_for(path)
+    }
+
+    /// Files in the store now.
+    pub fn file_count(&self) -> usize {
+        self.store().read().map_or(0, |store| store.file_count())
+    }
+
+    /// Tokens the store holds for a file (by store key), if it holds the file.
+    pub fn indexed_tokens(&self, key: &str) -> Option<usize> {
+        self.store().read().ok()?.file_tokens(key).map(<[u32]>::len)
+    }
+
+    pub fn set_overlay(&self, path: &Path, text: &str) {
+        self.live.set_overlay(path, text);
+    }
+
+    pub fn clear_overlay(&self, path: &Path) {
+        self.live.clear_overlay(path);
+    }
+
+    /// Stops the watcher and saves the store (blocking: joins the worker thread).
+    pub fn stop(self) {
+        drop(self.live);
+    }
+}
+
+/// Runs on the workspace thread for every indexing state change.
+fn report(
+    state: &IndexState,
+    sink: &ProgressSink,
+    finish: &watch::Sender<Option<Outcome>>,
+    status: &IndexStatus,
+) {
+    match state {
+        IndexState::Indexing { done, total } => {
+            status.set_state(StatusState::Indexing);
+            status.set_files(*done);
+            sink.update(*done, *total);
+        }
+        IndexState::Ready(summary) => {
+            status.set_files(summary.files);
+            status.set_state(StatusState::Ready);
+            finish.send_replace(Some(Outcome { message: summary.to_string(), warning: summary.warning.clone() }));
+        }
+        IndexState::Failed(error) => {
+            status.set_state(StatusState::Failed);
+            finish.send_replace(Some(Outcome {
+                message: format!("indexing failed: {error}"),
+                warning: Some(format!("indexing failed: {error}")),
+            }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_known_languages_are_walked() {
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(walk_languages(&names(&["python", "klingon"])), Some(names(&["python"])));
+        assert_eq!(walk_languages(&names(&["klingon"])), None);
+        assert_eq!(walk_languages(&[]), Some(Vec::new()));
     }
 }

@@ -142,9 +142,7 @@ pub(super) fn tokenize_files(
     progress: &dyn Fn(usize),
 ) -> (Vec<FileUpdate>, Vec<String>) {
     let next = AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(files.len());
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len());
     let (tx, rx) = mpsc::channel();
     let mut updates = Vec::new();
     let mut skipped = Vec::new();
@@ -155,12 +153,9 @@ pub(super) fn tokenize_files(
             scope.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(file) = files.get(i) else { break };
-                let result = read_text(&file.abs, max_file_size)
-                    .map_err(|e| e.to_string())
-                    .and_then(|(text, stamp)| {
-                        tokenize(&text)
-                            .map(|tokens| (tokens, stamp))
-                            .map_err(|e| format!("tokenizer failed: {e:#}"))
+                let result =
+                    read_text(&file.abs, max_file_size).map_err(|e| e.to_string()).and_then(|(text, stamp)| {
+                        tokenize(&text).map(|tokens| (tokens, stamp)).map_err(|e| format!("tokenizer failed: {e:#}"))
                     });
                 if tx.send((i, result)).is_err() {
                     break;
@@ -171,11 +166,7 @@ pub(super) fn tokenize_files(
         for (n, (i, result)) in rx.iter().enumerate() {
             let file = files[i];
             match result {
-                Ok((tokens, stamp)) => updates.push(FileUpdate {
-                    path: file.rel.clone(),
-                    tokens,
-                    stamp: Some(stamp),
-                }),
+                Ok((tokens, stamp)) => updates.push(FileUpdate { path: file.rel.clone(), tokens, stamp: Some(stamp) }),
                 Err(reason) => {
                     tracing::debug!("not indexing {}: {reason}", file.abs.display());
                     skipped.push(file.rel.clone());

@@ -77,9 +77,7 @@ impl LiveWorkspace {
         store_path: PathBuf,
         on_state: Box<dyn Fn(&IndexState) + Send>,
     ) -> Result<Self> {
-        let root = root
-            .canonicalize()
-            .with_context(|| format!("cannot open workspace {}", root.display()))?;
+        let root = root.canonicalize().with_context(|| format!("cannot open workspace {}", root.display()))?;
         if !root.is_dir() {
             bail!("workspace {} is not a directory", root.display());
         }
@@ -112,14 +110,7 @@ impl LiveWorkspace {
             .name("copilotd-workspace".into())
             .spawn(move || worker.run(rx))
             .context("cannot start the workspace thread")?;
-        Ok(Self {
-            root,
-            store,
-            state,
-            tx,
-            cancel,
-            worker: Some(worker),
-        })
+        Ok(Self { root, store, state, tx, cancel, worker: Some(worker) })
     }
 
     /// The canonical workspace root.
@@ -139,12 +130,10 @@ impl LiveWorkspace {
     /// The store key of a file of this workspace (absolute path, possibly
     /// through a symbolic link to the root, possibly not on disk yet).
     pub fn key_for(&self, path: &Path) -> Option<String> {
-        relative_key(&self.root, path)
-            .or_else(|| relative_key(&self.root, &path.canonicalize().ok()?))
-            .or_else(|| {
-                let parent = path.parent()?.canonicalize().ok()?;
-                relative_key(&self.root, &parent.join(path.file_name()?))
-            })
+        relative_key(&self.root, path).or_else(|| relative_key(&self.root, &path.canonicalize().ok()?)).or_else(|| {
+            let parent = path.parent()?.canonicalize().ok()?;
+            relative_key(&self.root, &parent.join(path.file_name()?))
+        })
     }
 
     /// Makes the store see an open buffer's text instead of the file on disk
@@ -235,9 +224,7 @@ impl Pending {
         }
         for path in event.paths {
             // A changed ignore file changes what its directory admits.
-            let is_ignore_file = path
-                .file_name()
-                .is_some_and(|n| n == ".gitignore" || n == ".ignore");
+            let is_ignore_file = path.file_name().is_some_and(|n| n == ".gitignore" || n == ".ignore");
             match path.parent() {
                 Some(parent) if is_ignore_file => self.paths.insert(parent.to_path_buf()),
                 _ => self.paths.insert(path),
@@ -380,13 +367,7 @@ impl Worker {
 
     /// Applies the pending changes to the store.
     fn flush(&mut self, pending: &mut Pending) {
-        let Pending {
-            mut paths,
-            renames,
-            overlays,
-            syncs,
-            ..
-        } = std::mem::take(pending);
+        let Pending { mut paths, renames, overlays, syncs, .. } = std::mem::take(pending);
         if !self.root.is_dir() {
             if !self.root_missing {
                 tracing::warn!(
@@ -419,11 +400,8 @@ impl Worker {
     /// Makes the store agree with the disk (and the buffers) for `paths` and
     /// everything under them.
     fn reconcile(&mut self, paths: BTreeSet<PathBuf>, renames: &[(PathBuf, PathBuf)], buffers: Vec<(String, String)>) {
-        let targets: Vec<PathBuf> = if paths.contains(&self.root) {
-            vec![self.root.clone()]
-        } else {
-            paths.into_iter().collect()
-        };
+        let targets: Vec<PathBuf> =
+            if paths.contains(&self.root) { vec![self.root.clone()] } else { paths.into_iter().collect() };
         for target in &targets {
             if !target.exists() {
                 self.forget_watches_under(target);
@@ -452,11 +430,7 @@ impl Worker {
                 continue;
             }
             match (self.tokenize)(&text) {
-                Ok(tokens) => updates.push(FileUpdate {
-                    path: key,
-                    tokens,
-                    stamp: None,
-                }),
+                Ok(tokens) => updates.push(FileUpdate { path: key, tokens, stamp: None }),
                 Err(err) => tracing::warn!("tokenizer failed on the buffer of {key}: {err:#}"),
             }
         }
@@ -472,7 +446,11 @@ impl Worker {
                 for path in store.files().filter(|p| under(p, &from)) {
                     let target = format!("{to}{}", &path[from.len()..]);
                     let same = found.get(&target).is_some_and(|f| store.stamp(path) == Some(f.stamp));
-                    if same && !store.contains(&target) && !self.overlays.contains(path) && !self.overlays.contains(&target) {
+                    if same
+                        && !store.contains(&target)
+                        && !self.overlays.contains(path)
+                        && !self.overlays.contains(&target)
+                    {
                         moved.insert(target.clone());
                         moves.push((path.to_owned(), target));
                     }

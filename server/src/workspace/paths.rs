@@ -8,12 +8,8 @@ use anyhow::{Context, Result};
 /// The directory holding everything cached for one workspace:
 /// `cache_dir()/workspaces/<16 hex digits of a hash of the canonical root>`.
 pub fn workspace_cache_dir(root: &Path) -> Result<PathBuf> {
-    let canonical = root
-        .canonicalize()
-        .with_context(|| format!("cannot resolve workspace {}", root.display()))?;
-    Ok(crate::paths::cache_dir()
-        .join("workspaces")
-        .join(format!("{:016x}", path_hash(&canonical))))
+    let canonical = root.canonicalize().with_context(|| format!("cannot resolve workspace {}", root.display()))?;
+    Ok(crate::paths::cache_dir().join("workspaces").join(format!("{:016x}", path_hash(&canonical))))
 }
 
 /// The repository datastore file of a workspace.
@@ -26,9 +22,7 @@ fn path_hash(path: &Path) -> u64 {
     path.as_os_str()
         .as_encoded_bytes()
         .iter()
-        .fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 #[cfg(test)]

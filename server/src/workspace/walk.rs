@@ -48,9 +48,8 @@ pub const LANGUAGES: &[(&str, &[&str])] = &[
 
 /// Files that commonly hold credentials; excluded unless
 /// `exclude_secrets` is off.
-pub const SECRET_GLOBS: &[&str] = &[
-    ".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
-];
+pub const SECRET_GLOBS: &[&str] =
+    &[".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*"];
 
 /// Default size cap of an admitted file.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 20;
@@ -69,10 +68,7 @@ pub struct WalkConfig {
 impl Default for WalkConfig {
     fn default() -> Self {
         Self {
-            extensions: LANGUAGES
-                .iter()
-                .flat_map(|(_, exts)| exts.iter().map(|e| e.to_string()))
-                .collect(),
+            extensions: LANGUAGES.iter().flat_map(|(_, exts)| exts.iter().map(|e| e.to_string())).collect(),
             ignore: Vec::new(),
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             exclude_secrets: true,
@@ -84,10 +80,7 @@ impl WalkConfig {
     /// The default configuration restricted to the named languages (names
     /// from [`LANGUAGES`]; an empty list means all) with extra ignore globs.
     pub fn new(languages: &[String], ignore: &[String]) -> Result<Self> {
-        let mut config = Self {
-            ignore: ignore.to_vec(),
-            ..Self::default()
-        };
+        let mut config = Self { ignore: ignore.to_vec(), ..Self::default() };
         if !languages.is_empty() {
             config.extensions.clear();
             for name in languages {
@@ -106,17 +99,13 @@ impl WalkConfig {
         let mut builder = GitignoreBuilder::new(root);
         let secrets = if self.exclude_secrets { SECRET_GLOBS } else { &[] };
         for glob in secrets.iter().copied().chain(self.ignore.iter().map(String::as_str)) {
-            builder
-                .add_line(None, glob)
-                .with_context(|| format!("bad ignore glob {glob:?}"))?;
+            builder.add_line(None, glob).with_context(|| format!("bad ignore glob {glob:?}"))?;
         }
         Ok(builder.build()?)
     }
 
     fn has_admitted_extension(&self, path: &Path) -> bool {
-        path.extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| self.extensions.contains(&e.to_ascii_lowercase()))
+        path.extension().and_then(|e| e.to_str()).is_some_and(|e| self.extensions.contains(&e.to_ascii_lowercase()))
     }
 }
 
@@ -142,11 +131,7 @@ pub struct Walk {
 pub fn walk(root: &Path, config: &WalkConfig, targets: Option<&[PathBuf]>) -> Result<Walk> {
     let exclusions = config.exclusions(root)?;
     let mut builder = WalkBuilder::new(root);
-    builder
-        .standard_filters(true)
-        .require_git(false)
-        .follow_links(false)
-        .sort_by_file_path(|a, b| a.cmp(b));
+    builder.standard_filters(true).require_git(false).follow_links(false).sort_by_file_path(|a, b| a.cmp(b));
     let targets: Option<Vec<PathBuf>> = targets.map(<[PathBuf]>::to_vec);
     builder.filter_entry(move |entry| {
         let path = entry.path();
@@ -156,9 +141,7 @@ pub fn walk(root: &Path, config: &WalkConfig, targets: Option<&[PathBuf]>) -> Re
         }
         match &targets {
             None => true,
-            Some(targets) => targets
-                .iter()
-                .any(|t| path.starts_with(t) || (is_dir && t.starts_with(path))),
+            Some(targets) => targets.iter().any(|t| path.starts_with(t) || (is_dir && t.starts_with(path))),
         }
     });
     let mut out = Walk::default();
@@ -187,12 +170,7 @@ pub fn walk(root: &Path, config: &WalkConfig, targets: Option<&[PathBuf]>) -> Re
             tracing::debug!("skipping {}: path is not UTF-8", path.display());
             continue;
         };
-        out.files.push(WalkedFile {
-            rel,
-            abs: path.to_path_buf(),
-            stamp: stamp_of(&metadata),
-            size: metadata.len(),
-        });
+        out.files.push(WalkedFile { rel, abs: path.to_path_buf(), stamp: stamp_of(&metadata), size: metadata.len() });
     }
     Ok(out)
 }
@@ -213,11 +191,8 @@ pub fn relative_key(root: &Path, path: &Path) -> Option<String> {
 
 /// Size and modification time (nanoseconds since the epoch) of a file.
 pub fn stamp_of(metadata: &std::fs::Metadata) -> Stamp {
-    let modified = metadata
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as u64);
+    let modified =
+        metadata.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as u64);
     Stamp([metadata.len(), modified])
 }
 
@@ -247,9 +222,7 @@ pub fn read_text(path: &Path, max_file_size: u64) -> Result<(String, Stamp), Unr
     let file = std::fs::File::open(path).map_err(Unreadable::Io)?;
     let metadata = file.metadata().map_err(Unreadable::Io)?;
     let mut bytes = Vec::new();
-    file.take(max_file_size + 1)
-        .read_to_end(&mut bytes)
-        .map_err(Unreadable::Io)?;
+    file.take(max_file_size + 1).read_to_end(&mut bytes).map_err(Unreadable::Io)?;
     if bytes.len() as u64 > max_file_size {
         return Err(Unreadable::TooLarge);
     }

@@ -2,7 +2,7 @@
  * Preloaded with `node --require`: makes `require('vscode')` load the stand-in, since the real module only
  * exists inside VS Code.
  */
-import Module = require('module');
+import Module from 'module';
 import * as path from 'path';
 
 const stub = path.join(__dirname, 'vscode-stub.js');

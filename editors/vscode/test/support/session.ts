@@ -5,7 +5,7 @@ import * as path from 'path';
 import type * as vscodeTypes from 'vscode';
 import { activate, deactivate } from '../../src/extension';
 import { Controller } from '../../src/controller';
-import { harness } from './vscode-stub';
+import { Uri, harness } from './vscode-stub';
 
 /** An executable that runs the fake daemon, so the extension spawns it exactly like the real binary. */
 export function fakeDaemonBinary(env: Record<string, string> = {}): string {
@@ -23,8 +23,9 @@ export function fakeDaemonBinary(env: Record<string, string> = {}): string {
 }
 
 /** Activates the extension with `settings` (keys without the `copilotd.` prefix). */
-export async function activateWith(settings: Record<string, unknown>): Promise<Controller> {
+export async function activateWith(settings: Record<string, unknown>, folders: string[] = []): Promise<Controller> {
   harness.reset();
+  harness.folders = folders.map((folder, index) => ({ uri: Uri.file(folder), name: path.basename(folder), index }));
   for (const [key, value] of Object.entries(settings)) {
     harness.config.set(key, value);
   }

@@ -54,9 +54,7 @@ impl Hasher for TokenHasher {
     }
 
     fn write_u64(&mut self, value: u64) {
-        self.0 = (self.0 ^ value)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(29);
+        self.0 = (self.0 ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
     }
 }
 
@@ -68,7 +66,7 @@ pub(super) struct SuffixIndex {
 }
 
 /// The tokens before the key token of `p`, nearest last.
-fn before<'a>(files: &'a [FileEntry], p: Posting) -> &'a [u32] {
+fn before(files: &[FileEntry], p: Posting) -> &[u32] {
     &files[p.file as usize].tokens[..p.end as usize - 1]
 }
 
@@ -76,9 +74,7 @@ fn before<'a>(files: &'a [FileEntry], p: Posting) -> &'a [u32] {
 fn order(files: &[FileEntry], a: Posting, b: Posting) -> Ordering {
     let ca = before(files, a).iter().rev().take(CONTEXT_DEPTH);
     let cb = before(files, b).iter().rev().take(CONTEXT_DEPTH);
-    ca.cmp(cb)
-        .then_with(|| files[a.file as usize].path.cmp(&files[b.file as usize].path))
-        .then(a.end.cmp(&b.end))
+    ca.cmp(cb).then_with(|| files[a.file as usize].path.cmp(&files[b.file as usize].path)).then(a.end.cmp(&b.end))
 }
 
 /// Compares the reversed context of `p` with the reversed query context `r`,
@@ -90,12 +86,7 @@ fn cmp_prefix(files: &[FileEntry], p: Posting, r: &[u32]) -> Ordering {
 
 /// Number of leading tokens the reversed context of `p` shares with `r`.
 fn common_prefix(files: &[FileEntry], p: Posting, r: &[u32]) -> usize {
-    before(files, p)
-        .iter()
-        .rev()
-        .zip(r)
-        .take_while(|(a, b)| a == b)
-        .count()
+    before(files, p).iter().rev().zip(r).take_while(|(a, b)| a == b).count()
 }
 
 /// Distinct key tokens of a file's postings.
@@ -134,10 +125,7 @@ impl SuffixIndex {
         for &file in slots {
             let tokens = &files[file as usize].tokens;
             for end in 1..tokens.len() {
-                groups.entry(tokens[end - 1]).or_default().push(Posting {
-                    file,
-                    end: end as u32,
-                });
+                groups.entry(tokens[end - 1]).or_default().push(Posting { file, end: end as u32 });
             }
         }
         for (key, mut group) in groups {
@@ -191,8 +179,7 @@ fn merge(files: &[FileEntry], old: Vec<Posting>, new: Vec<Posting>) -> Vec<Posti
     for p in new {
         // Galloping would save compares for huge batches; a binary search per
         // new posting keeps single-file updates at O(k log n).
-        let to = from
-            + old[from..].partition_point(|&q| order(files, q, p) == Ordering::Less);
+        let to = from + old[from..].partition_point(|&q| order(files, q, p) == Ordering::Less);
         out.extend_from_slice(&old[from..to]);
         out.push(p);
         from = to;

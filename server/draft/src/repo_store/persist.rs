@@ -36,16 +36,14 @@ impl RepositoryStore {
         bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         bytes.extend_from_slice(&checksum(&payload).to_le_bytes());
         bytes.extend_from_slice(&payload);
-        write_atomic(path, &bytes)
-            .with_context(|| format!("cannot write repository store {}", path.display()))
+        write_atomic(path, &bytes).with_context(|| format!("cannot write repository store {}", path.display()))
     }
 
     /// Reads a store written by [`save`](Self::save), rejecting files that
     /// are truncated, corrupt, of another format version or made for another
     /// tokenizer.
     pub fn load(path: &Path, expected_fingerprint: u64) -> Result<Self> {
-        let bytes = fs::read(path)
-            .with_context(|| format!("cannot read repository store {}", path.display()))?;
+        let bytes = fs::read(path).with_context(|| format!("cannot read repository store {}", path.display()))?;
         Self::decode(&bytes, expected_fingerprint)
             .with_context(|| format!("invalid repository store {}", path.display()))
     }
@@ -74,21 +72,11 @@ impl RepositoryStore {
     }
 
     fn decode(bytes: &[u8], expected_fingerprint: u64) -> Result<Self> {
-        ensure!(
-            bytes.len() >= HEADER_LEN,
-            "file too short ({} bytes) for the {HEADER_LEN}-byte header",
-            bytes.len()
-        );
+        ensure!(bytes.len() >= HEADER_LEN, "file too short ({} bytes) for the {HEADER_LEN}-byte header", bytes.len());
         let mut header = Reader::new(&bytes[..HEADER_LEN]);
-        ensure!(
-            header.take(8)? == MAGIC,
-            "not a copilotd repository store (bad magic)"
-        );
+        ensure!(header.take(8)? == MAGIC, "not a copilotd repository store (bad magic)");
         let version = header.u32()?;
-        ensure!(
-            version == FORMAT_VERSION,
-            "format version {version}, expected {FORMAT_VERSION}"
-        );
+        ensure!(version == FORMAT_VERSION, "format version {version}, expected {FORMAT_VERSION}");
         header.u32()?;
         let fingerprint = header.u64()?;
         ensure!(
@@ -110,9 +98,7 @@ impl RepositoryStore {
         let mut updates = Vec::new();
         for _ in 0..count {
             let path_len = r.u32()? as usize;
-            let path = std::str::from_utf8(r.take(path_len)?)
-                .context("a path is not UTF-8")?
-                .to_owned();
+            let path = std::str::from_utf8(r.take(path_len)?).context("a path is not UTF-8")?.to_owned();
             let stamp = match r.u8()? {
                 0 => None,
                 1 => Some(Stamp([r.u64()?, r.u64()?])),
@@ -120,19 +106,13 @@ impl RepositoryStore {
             };
             let n = usize::try_from(r.u64()?).context("token count overflows")?;
             let raw = r.take(n.checked_mul(4).context("token count overflows")?)?;
-            let tokens = raw
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
+            let tokens = raw.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
             updates.push(FileUpdate { path, tokens, stamp });
         }
         ensure!(r.is_empty(), "trailing bytes after the last file");
         let mut paths: Vec<&str> = updates.iter().map(|u| u.path.as_str()).collect();
         paths.sort_unstable();
-        ensure!(
-            paths.windows(2).all(|w| w[0] != w[1]),
-            "a path occurs twice"
-        );
+        ensure!(paths.windows(2).all(|w| w[0] != w[1]), "a path occurs twice");
         let mut store = RepositoryStore::with_fingerprint(fingerprint);
         store.upsert_files(updates);
         Ok(store)
@@ -195,13 +175,9 @@ fn checksum(bytes: &[u8]) -> u64 {
 /// Writes `bytes` to a temporary sibling of `path`, syncs it, and renames it
 /// over `path`; the temporary file is removed on failure.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} has no file name", path.display()))?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let name = path.file_name().with_context(|| format!("{} has no file name", path.display()))?;
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let mut tmp_name = name.to_os_string();
     tmp_name.push(format!(".tmp.{}.{nanos}", std::process::id()));
     let tmp: PathBuf = path.with_file_name(tmp_name);

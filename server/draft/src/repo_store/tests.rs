@@ -5,12 +5,7 @@ use proptest::prelude::*;
 use super::*;
 
 fn opts(max_suffix: usize, min_suffix: usize, continuation_len: usize, max_matches: usize) -> QueryOptions {
-    QueryOptions {
-        max_suffix,
-        min_suffix,
-        continuation_len,
-        max_matches,
-    }
+    QueryOptions { max_suffix, min_suffix, continuation_len, max_matches }
 }
 
 /// Brute force: scan every position of every file for the longest suffix.
@@ -28,15 +23,10 @@ fn oracle(files: &BTreeMap<String, Vec<u32>>, context: &[u32], o: &QueryOptions)
             }
         }
         if !counts.is_empty() {
-            let mut continuations: Vec<Continuation> = counts
-                .into_iter()
-                .map(|(tokens, count)| Continuation { tokens, count })
-                .collect();
+            let mut continuations: Vec<Continuation> =
+                counts.into_iter().map(|(tokens, count)| Continuation { tokens, count }).collect();
             continuations.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.tokens.cmp(&b.tokens)));
-            return Some(Retrieval {
-                matched_len: len,
-                continuations,
-            });
+            return Some(Retrieval { matched_len: len, continuations });
         }
     }
     None
@@ -47,21 +37,14 @@ fn build(files: &BTreeMap<String, Vec<u32>>) -> RepositoryStore {
     store.upsert_files(
         files
             .iter()
-            .map(|(path, tokens)| FileUpdate {
-                path: path.clone(),
-                tokens: tokens.clone(),
-                stamp: None,
-            })
+            .map(|(path, tokens)| FileUpdate { path: path.clone(), tokens: tokens.clone(), stamp: None })
             .collect(),
     );
     store
 }
 
 fn cont(tokens: &[u32], count: u32) -> Continuation {
-    Continuation {
-        tokens: tokens.to_vec(),
-        count,
-    }
+    Continuation { tokens: tokens.to_vec(), count }
 }
 
 #[test]
@@ -80,10 +63,7 @@ fn longest_suffix_wins_and_counts_merge() {
     // the end of b.py has none and does not count); equal counts sort by tokens.
     let r = store.query(&[5, 5, 2, 3], &o).unwrap();
     assert_eq!(r.matched_len, 2);
-    assert_eq!(
-        r.continuations,
-        vec![cont(&[4, 5, 9, 2, 3, 6, 7], 1), cont(&[6, 7], 1), cont(&[6, 7, 2, 3], 1)]
-    );
+    assert_eq!(r.continuations, vec![cont(&[4, 5, 9, 2, 3, 6, 7], 1), cont(&[6, 7], 1), cont(&[6, 7, 2, 3], 1)]);
 
     // Continuation length is capped and identical continuations merge.
     let r = store.query(&[2, 3], &opts(16, 2, 1, 100)).unwrap();
@@ -349,19 +329,11 @@ fn update_latency() {
     use std::time::Instant;
     let mut store = RepositoryStore::new();
     let files: Vec<FileUpdate> = (0..250)
-        .map(|i| FileUpdate {
-            path: format!("pkg/mod{i}.py"),
-            tokens: synthetic_file(i, 200),
-            stamp: None,
-        })
+        .map(|i| FileUpdate { path: format!("pkg/mod{i}.py"), tokens: synthetic_file(i, 200), stamp: None })
         .collect();
     let t = Instant::now();
     store.upsert_files(files);
-    println!(
-        "build: 50000 lines, {} tokens in {:.1} ms",
-        store.token_count(),
-        t.elapsed().as_secs_f64() * 1e3
-    );
+    println!("build: 50000 lines, {} tokens in {:.1} ms", store.token_count(), t.elapsed().as_secs_f64() * 1e3);
     let mut times = Vec::new();
     for round in 0..20u64 {
         let tokens = synthetic_file(1000 + round, 1000);
@@ -381,8 +353,5 @@ fn update_latency() {
     for end in 2..context.len() {
         store.query(&context[..end], &QueryOptions::default());
     }
-    println!(
-        "query: {:.3} ms on average",
-        t.elapsed().as_secs_f64() * 1e3 / (context.len() - 2) as f64
-    );
+    println!("query: {:.3} ms on average", t.elapsed().as_secs_f64() * 1e3 / (context.len() - 2) as f64);
 }

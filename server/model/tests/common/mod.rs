@@ -8,10 +8,7 @@ use std::path::PathBuf;
 /// The real default model: `COPILOTD_MODEL`, else the project's cache directory.
 /// Without one, fails under `CI` and otherwise returns `None` (the test skips).
 pub fn model_path() -> Option<PathBuf> {
-    let candidates = std::env::var_os("COPILOTD_MODEL")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(cache_path());
+    let candidates = std::env::var_os("COPILOTD_MODEL").map(PathBuf::from).into_iter().chain(cache_path());
     for path in candidates {
         if path.is_file() {
             return Some(path);
@@ -34,10 +31,7 @@ fn cache_path() -> Option<PathBuf> {
 
 pub fn load(format: WeightFormat) -> Option<Model> {
     let path = model_path()?;
-    let opts = LoadOptions {
-        threads: None,
-        weights: format,
-    };
+    let opts = LoadOptions { threads: None, weights: format };
     Some(Model::load(&path, &opts).expect("model loads"))
 }
 

@@ -1,0 +1,95 @@
+--- Options of the plugin: defaults, validation, and the daemon settings derived from them.
+local M = {}
+
+--- @class copilotd.Keymaps
+--- @field accept string|false      Accept the whole suggestion (falls back to the key itself when none is shown).
+--- @field accept_word string|false Accept the next word.
+--- @field accept_line string|false Accept the rest of the current line.
+--- @field dismiss string|false     Hide the suggestion (falls back to the key itself when none is shown).
+--- @field request string|false     Ask for a suggestion now.
+
+--- @class copilotd.Config
+--- @field cmd string[]|function    Command starting the daemon (a function: an in-process server, see vim.lsp.ClientConfig).
+--- @field filetypes string[]       Filetypes the client attaches to.
+--- @field root_markers string[]    Files or directories that mark a workspace root.
+--- @field max_tokens integer?      Daemon `maxTokens` (nil: the daemon's default).
+--- @field strategy string?         Daemon `strategy` (nil: the daemon's default).
+--- @field model string?            Daemon `model` (nil: the daemon's default).
+--- @field threads integer?         Daemon `threads` (nil: the daemon's default).
+--- @field ignore string[]?         Daemon `ignore` patterns.
+--- @field debounce_ms integer      Quiet time after typing before a request is sent.
+--- @field auto_trigger boolean     Request while typing (false: only on the request key or `request()`).
+--- @field hl_group string          Highlight group of the ghost text.
+--- @field keymaps copilotd.Keymaps|false
+
+--- @type copilotd.Config
+M.defaults = {
+  cmd = { 'copilotd', '--stdio' },
+  filetypes = { 'python' },
+  root_markers = { '.git', 'pyproject.toml', 'setup.py', 'setup.cfg', '.hg' },
+  max_tokens = nil,
+  strategy = nil,
+  model = nil,
+  threads = nil,
+  ignore = nil,
+  debounce_ms = 75,
+  auto_trigger = true,
+  hl_group = 'CopilotdSuggestion',
+  keymaps = {
+    accept = '<Tab>',
+    accept_word = '<M-Right>',
+    accept_line = '<M-Down>',
+    dismiss = '<C-]>',
+    request = '<M-\\>',
+  },
+}
+
+--- Merges user options over the defaults and checks their types.
+--- @param opts table?
+--- @return copilotd.Config
+function M.resolve(opts)
+  opts = opts or {}
+  local config = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
+  if opts.keymaps == false then
+    config.keymaps = false
+  end
+  local function check(name, ok, expected)
+    if not ok then
+      error(('copilotd: option `%s` must be %s, got %s'):format(name, expected, vim.inspect(config[name])), 3)
+    end
+  end
+  local function is(name, kind, optional)
+    local v = config[name]
+    return (optional and v == nil) or type(v) == kind
+  end
+  check('cmd', is('cmd', 'function') or (is('cmd', 'table') and #config.cmd > 0), 'a non-empty list or a function')
+  check('filetypes', is('filetypes', 'table'), 'a list')
+  check('root_markers', is('root_markers', 'table'), 'a list')
+  check('max_tokens', is('max_tokens', 'number', true), 'a number or nil')
+  check('strategy', is('strategy', 'string', true), 'a string or nil')
+  check('model', is('model', 'string', true), 'a string or nil')
+  check('threads', is('threads', 'number', true), 'a number or nil')
+  check('ignore', is('ignore', 'table', true), 'a list or nil')
+  check('debounce_ms', is('debounce_ms', 'number') and config.debounce_ms >= 0, 'a number >= 0')
+  check('auto_trigger', is('auto_trigger', 'boolean'), 'a boolean')
+  check('hl_group', is('hl_group', 'string'), 'a string')
+  check('keymaps', config.keymaps == false or is('keymaps', 'table'), 'a table or false')
+  return config
+end
+
+--- The daemon settings (DESIGN §7 names, camelCase) for `initializationOptions`; unset options are left out so the
+--- daemon's config.toml still applies.
+--- @param config copilotd.Config
+--- @return table
+function M.daemon_settings(config)
+  return {
+    model = config.model,
+    strategy = config.strategy,
+    maxTokens = config.max_tokens,
+    threads = config.threads,
+    languages = config.filetypes,
+    ignore = config.ignore,
+  }
+end
+
+return M

@@ -1,0 +1,199 @@
+--- copilotd for Neovim: inline completions from the local copilotd daemon, shown as ghost text.
+---
+--- `require('copilotd').setup(opts)` starts the daemon (`vim.lsp.start`) for buffers of the configured filetypes.
+--- See `:help copilotd`.
+local config_mod = require('copilotd.config')
+local suggestion = require('copilotd.suggestion')
+
+local M = {}
+
+--- The resolved configuration after `setup()`, or nil.
+--- @type copilotd.Config?
+M.config = nil
+
+--- Client capabilities: Neovim's, plus inline completion (LSP 3.18), which 0.10/0.11 do not announce.
+local function capabilities()
+  return vim.tbl_deep_extend('force', vim.lsp.protocol.make_client_capabilities(), {
+    textDocument = { inlineCompletion = { dynamicRegistration = false } },
+  })
+end
+
+--- The workspace root of a buffer: the nearest directory with a root marker, else the file's directory.
+local function root_dir(bufnr, markers)
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  return vim.fs.root(bufnr, markers) or vim.fs.dirname(name)
+end
+
+--- Whether the configured command can be run; warns once with advice if not.
+local warned_missing = false
+local function command_available(cmd)
+  if type(cmd) ~= 'table' or vim.fn.executable(cmd[1]) == 1 then
+    return true
+  end
+  if not warned_missing then
+    warned_missing = true
+    vim.notify(
+      ('copilotd: `%s` is not executable. Install copilotd (`cargo install --path .` in its repository) or set '
+        .. '`cmd` in require("copilotd").setup(); see :checkhealth copilotd'):format(cmd[1]),
+      vim.log.levels.WARN
+    )
+  end
+  return false
+end
+
+local function map_keys(bufnr, keymaps)
+  if not keymaps then
+    return
+  end
+  local function expr_with_fallback(lhs, action, desc)
+    vim.keymap.set('i', lhs, function()
+      if suggestion.get() then
+        return ('<Cmd>lua require("copilotd").%s()<CR>'):format(action)
+      end
+      return lhs
+    end, { buffer = bufnr, expr = true, silent = true, desc = desc })
+  end
+  local function plain(lhs, fn, desc)
+    vim.keymap.set('i', lhs, fn, { buffer = bufnr, silent = true, desc = desc })
+  end
+  if keymaps.accept then
+    expr_with_fallback(keymaps.accept, 'accept', 'copilotd: accept suggestion')
+  end
+  if keymaps.dismiss then
+    expr_with_fallback(keymaps.dismiss, 'dismiss', 'copilotd: dismiss suggestion')
+  end
+  if keymaps.accept_word then
+    plain(keymaps.accept_word, M.accept_word, 'copilotd: accept next word')
+  end
+  if keymaps.accept_line then
+    plain(keymaps.accept_line, M.accept_line, 'copilotd: accept line')
+  end
+  if keymaps.request then
+    plain(keymaps.request, M.request, 'copilotd: request suggestion')
+  end
+end
+
+local function watch_buffer(bufnr, config)
+  local group = vim.api.nvim_create_augroup('copilotd_buffer_' .. bufnr, { clear = true })
+  local function on(events, fn)
+    vim.api.nvim_create_autocmd(events, { group = group, buffer = bufnr, callback = fn })
+  end
+  on({ 'TextChangedI', 'CursorMovedI', 'CursorMoved' }, function()
+    suggestion.on_change()
+  end)
+  on('InsertEnter', function()
+    if config.auto_trigger then
+      suggestion.schedule()
+    end
+  end)
+  on({ 'InsertLeave', 'BufLeave' }, function()
+    suggestion.dismiss()
+  end)
+  on('BufUnload', function()
+    suggestion.dismiss()
+    pcall(vim.api.nvim_del_augroup_by_id, group)
+  end)
+  map_keys(bufnr, config.keymaps)
+end
+
+--- Starts (or reuses) the daemon for a buffer and hooks the buffer up.
+--- @param bufnr integer
+--- @return integer? client_id
+function M.attach(bufnr)
+  local config = M.config
+  if not config or vim.bo[bufnr].buftype ~= '' or vim.api.nvim_buf_get_name(bufnr) == '' then
+    return nil
+  end
+  if not command_available(config.cmd) then
+    return nil
+  end
+  local root = root_dir(bufnr, config.root_markers)
+  local client_id = vim.lsp.start({
+    name = 'copilotd',
+    cmd = config.cmd,
+    root_dir = root,
+    workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
+    init_options = config_mod.daemon_settings(config),
+    capabilities = capabilities(),
+  }, { bufnr = bufnr })
+  if client_id and not vim.b[bufnr].copilotd_attached then
+    vim.b[bufnr].copilotd_attached = true
+    watch_buffer(bufnr, config)
+  end
+  return client_id
+end
+
+--- Configures the plugin and attaches to open and future buffers of `filetypes`.
+--- @param opts table? see `:help copilotd-config`
+function M.setup(opts)
+  local config = config_mod.resolve(opts)
+  M.config = config
+  suggestion.config = config
+  vim.api.nvim_set_hl(0, 'CopilotdSuggestion', { link = 'Comment', default = true })
+  local group = vim.api.nvim_create_augroup('copilotd', { clear = true })
+  vim.api.nvim_create_autocmd('FileType', {
+    group = group,
+    pattern = config.filetypes,
+    callback = function(event)
+      M.attach(event.buf)
+    end,
+  })
+  for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(bufnr) and vim.tbl_contains(config.filetypes, vim.bo[bufnr].filetype) then
+      M.attach(bufnr)
+    end
+  end
+end
+
+--- Asks for a suggestion at the cursor now. Returns whether a request was sent.
+function M.request()
+  return suggestion.request(1)
+end
+
+--- The suggestion shown in the current buffer (the text `accept()` would insert), or nil.
+--- @return string?
+function M.get_suggestion()
+  return suggestion.get()
+end
+
+--- Inserts the whole suggestion. Returns whether there was one.
+function M.accept()
+  return suggestion.accept()
+end
+
+--- Inserts the next word of the suggestion; the rest stays shown.
+function M.accept_word()
+  return suggestion.accept_word()
+end
+
+--- Inserts the rest of the suggestion's current line (with its line break); the rest stays shown.
+function M.accept_line()
+  return suggestion.accept_line()
+end
+
+--- Hides the suggestion and cancels pending requests.
+function M.dismiss()
+  suggestion.dismiss()
+end
+
+--- The daemon's `copilotd/status` for the current buffer (synchronous, up to `timeout_ms`).
+--- @param timeout_ms integer?
+--- @return table? status, string? error
+function M.status(timeout_ms)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = suggestion.client(bufnr)
+  if not client then
+    return nil, 'copilotd is not attached to this buffer'
+  end
+  local response, err = require('copilotd.compat').call(client, 'request_sync', 'copilotd/status', nil, timeout_ms or 2000, bufnr)
+  if not response then
+    return nil, err or 'no answer'
+  end
+  if response.err then
+    return nil, response.err.message
+  end
+  return response.result, nil
+end
+
+
+return M

@@ -1,0 +1,39 @@
+--- Pure text helpers for partial acceptance of a suggestion.
+local M = {}
+
+--- The next word of a suggestion: leading whitespace (newlines included), then either a run of identifier
+--- characters or a run of other non-space characters. Multi-byte characters are never split (their bytes are all
+--- >= 0x80 and fall in the second class together).
+--- @param text string
+--- @return string
+function M.next_word(text)
+  local space = text:match('^%s*')
+  local rest = text:sub(#space + 1)
+  local word = rest:match('^[%w_]+') or rest:match('^[^%w_%s]+') or ''
+  return space .. word
+end
+
+--- The rest of the current line of a suggestion, with its line break: the text through the first newline that
+--- follows visible text. If the suggestion is a single line, all of it.
+--- @param text string
+--- @return string
+function M.next_line(text)
+  local visible = text:find('%S')
+  if not visible then
+    return text
+  end
+  local newline = text:find('\n', visible, true)
+  return newline and text:sub(1, newline) or text
+end
+
+--- The position after inserting `inserted` at (row, col) (0-based row, byte col).
+--- @return integer row, integer col
+function M.end_position(row, col, inserted)
+  local lines = vim.split(inserted, '\n', { plain = true })
+  if #lines == 1 then
+    return row, col + #inserted
+  end
+  return row + #lines - 1, #lines[#lines]
+end
+
+return M

@@ -1,0 +1,179 @@
+--- End-to-end test with the real daemon and model: a Python file from fixtures/ with a function body cut out,
+--- the cursor at the start of that body. The ghost text must equal `copilotd complete --json` at that position,
+--- and the accept/dismiss functions must do what they say.
+---
+--- Run through test/run.sh, or: COPILOTD_BIN=... [COPILOTD_MODEL=...] nvim --headless -u NONE -l test/e2e.lua
+local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'harness.lua'))
+package.path = H.plugin_dir .. '/lua/?.lua;' .. package.path
+
+local bin = vim.env.COPILOTD_BIN
+local model = vim.env.COPILOTD_MODEL
+local max_tokens = tonumber(vim.env.COPILOTD_E2E_MAX_TOKENS or '32')
+-- Generous: a debug build on a busy 2-core machine needs tens of seconds for a cold prompt.
+local timeout_ms = tonumber(vim.env.COPILOTD_E2E_TIMEOUT_MS or '300000')
+if not bin or vim.fn.executable(bin) == 0 then
+  H.say('FAIL - COPILOTD_BIN must name the copilotd binary (got ' .. tostring(bin) .. ')')
+  H.say('0 passed, 1 failed')
+  os.exit(1)
+end
+
+-- The workspace: a copy of the fixture with the body of `merge` cut out, leaving an indented empty line.
+local fixture = vim.fs.joinpath(H.plugin_dir, '..', '..', 'fixtures', 'editors', 'inventory.py')
+local source = vim.fn.readfile(fixture)
+local docstring = '    """A new warehouse holding the stock of both."""'
+local body_row -- 1-based line of the cut body
+for i, line in ipairs(source) do
+  if line == docstring then
+    body_row = i + 1
+  end
+end
+assert(body_row, 'fixture changed: docstring of merge() not found')
+local lines = vim.list_slice(source, 1, body_row - 1)
+lines[#lines + 1] = '    '
+local workspace = vim.fn.tempname()
+vim.fn.mkdir(workspace .. '/.git', 'p')
+local file = workspace .. '/inventory.py'
+vim.fn.writefile(lines, file)
+local body_col = 4 -- byte column after the indentation
+
+--- The daemon's completion at the cursor, from the command line.
+local function cli_completion()
+  local cmd = {
+    bin, 'complete', '--workspace', workspace, '--file', 'inventory.py',
+    '--line', tostring(body_row), '--column', tostring(body_col + 1),
+    '--max-tokens', tostring(max_tokens), '--json',
+  }
+  if model then
+    vim.list_extend(cmd, { '--model', model })
+  end
+  local result = vim.system(cmd, { text = true }):wait(timeout_ms)
+  assert(result.code == 0, 'copilotd complete failed: ' .. tostring(result.stderr))
+  local out = vim.split(vim.trim(result.stdout), '\n')
+  return vim.json.decode(out[#out]).text
+end
+
+local function wait_suggestion()
+  return H.wait(timeout_ms, function()
+    return H.suggestion() ~= nil
+  end)
+end
+
+--- Puts the cursor at the start of the cut body in insert mode.
+local function enter_body()
+  H.input('<Esc>')
+  H.wait(2000, function()
+    return H.mode() == 'n'
+  end)
+  H.lua('vim.api.nvim_win_set_cursor(0, { ... })', body_row, 0)
+  H.input('A')
+  return H.wait(2000, function()
+    return H.mode() == 'i' and select(2, H.cursor()) == body_col
+  end)
+end
+
+local expected
+H.case('daemon completion from the command line', function()
+  local started = vim.uv.hrtime()
+  expected = cli_completion()
+  H.say(('# copilotd complete: %s (%.1f s)'):format(vim.inspect(expected), (vim.uv.hrtime() - started) / 1e9))
+  H.check('the daemon completes the body', type(expected) == 'string' and expected ~= '', vim.inspect(expected))
+end)
+
+H.start()
+H.lua(
+  [[
+    local bin, model, max_tokens, file = ...
+    require('copilotd').setup({ cmd = { bin, '--stdio' }, model = model, max_tokens = max_tokens, debounce_ms = 50 })
+    vim.cmd.edit(file)
+  ]],
+  bin,
+  model,
+  max_tokens,
+  file
+)
+
+H.case('the daemon starts and loads the model', function()
+  H.check('client attached', H.wait(30000, function()
+    return H.lua("local c = vim.lsp.get_clients({ name = 'copilotd', bufnr = 0 })[1] return c ~= nil and c.initialized")
+  end))
+  local ready = H.wait(timeout_ms, function()
+    local status = H.lua("return require('copilotd').status(5000)")
+    return status and (status.modelState == nil or status.modelState == 'ready')
+  end)
+  H.check('model ready (copilotd/status)', ready, vim.inspect(H.lua("return { require('copilotd').status(5000) }")))
+end)
+
+H.case('ghost text appears at the function body and equals the daemon completion', function()
+  H.check('insert mode at the body', enter_body())
+  local started = vim.uv.hrtime()
+  H.check('suggestion appears while typing stops', wait_suggestion())
+  H.say(('# first suggestion after %.1f s'):format((vim.uv.hrtime() - started) / 1e9))
+  H.eq('ghost text equals copilotd complete', H.suggestion(), expected)
+  local parts = vim.split(expected or '', '\n', { plain = true })
+  H.eq('drawn: first line inline, the rest as virtual lines', H.ghost(), {
+    row = body_row - 1,
+    col = body_col,
+    pos = 'inline',
+    inline = parts[1],
+    lines = vim.list_slice(parts, 2),
+  })
+end)
+
+H.case('leaving insert mode and dismiss() clear it', function()
+  H.input('<Esc>')
+  H.wait(2000, function()
+    return H.mode() == 'n'
+  end)
+  H.eq('cleared on InsertLeave', { H.suggestion(), H.ghost() }, {})
+  enter_body()
+  H.check('suggestion again', wait_suggestion())
+  H.eq('same suggestion', H.suggestion(), expected)
+  H.lua("require('copilotd').dismiss()")
+  H.eq('dismiss() clears', { H.suggestion(), H.ghost() }, {})
+end)
+
+--- `buf_lines` with `str` inserted at 1-based row `row`, byte column `col`.
+local function with_inserted(buf_lines, row, col, str)
+  local line = buf_lines[row]
+  local out = vim.list_slice(buf_lines, 1, row - 1)
+  vim.list_extend(out, vim.split(line:sub(1, col) .. str .. line:sub(col + 1), '\n', { plain = true }))
+  return vim.list_extend(out, vim.list_slice(buf_lines, row + 1))
+end
+
+H.case('accept_word, accept_line and accept insert what they say', function()
+  local text = require('copilotd.text')
+  H.check('request() sends', H.lua("return require('copilotd').request()"))
+  H.check('suggestion after request()', wait_suggestion())
+  H.eq('request() shows the same suggestion', H.suggestion(), expected)
+  local word = text.next_word(expected)
+  local line = text.next_line(expected:sub(#word + 1))
+  local rest = expected:sub(#word + #line + 1)
+  H.check('the completion has a word, a line and more', word ~= '' and line ~= '' and rest ~= '', vim.inspect(expected))
+  local before = H.lines()
+
+  H.lua("require('copilotd').accept_word()")
+  H.eq('accept_word inserts the next word only', H.lines(), with_inserted(before, body_row, body_col, word))
+  H.eq('the rest stays shown after accept_word', H.suggestion(), expected:sub(#word + 1))
+  H.eq('cursor after the word', { H.cursor() }, { text.end_position(body_row - 1, body_col, word) })
+
+  H.lua("require('copilotd').accept_line()")
+  H.eq('accept_line inserts the line only', H.lines(), with_inserted(before, body_row, body_col, word .. line))
+  H.eq('the rest stays shown after accept_line', H.suggestion(), rest)
+  local row, col = text.end_position(body_row - 1, body_col, word .. line)
+  local parts = vim.split(rest, '\n', { plain = true })
+  H.eq('the rest is drawn at the cursor', H.ghost(), {
+    row = row,
+    col = col,
+    pos = 'inline',
+    inline = parts[1],
+    lines = vim.list_slice(parts, 2),
+  })
+  H.settle()
+  H.eq('still shown after the editor processed the edits', H.suggestion(), rest)
+
+  H.eq('accept leaves nothing shown', H.lua("require('copilotd').accept() return require('copilotd').get_suggestion()"), nil)
+  H.eq('accept inserts the whole completion', H.lines(), with_inserted(before, body_row, body_col, expected))
+  H.eq('cursor at its end', { H.cursor() }, { text.end_position(body_row - 1, body_col, expected) })
+end)
+
+H.finish()

@@ -1,0 +1,245 @@
+--- Plugin tests against the in-process fake server (test/fake_server.lua): request timing and cancellation,
+--- rendering, partial accepts, clearing rules, keymaps, error paths, health.
+--- Run: nvim --headless -u NONE -l editors/nvim/test/unit.lua
+local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'harness.lua'))
+
+-- Pure helpers, run here in the driver.
+package.path = H.plugin_dir .. '/lua/?.lua;' .. H.plugin_dir .. '/lua/?/init.lua;' .. package.path
+local text = require('copilotd.text')
+
+H.case('text splitting', function()
+  H.eq('word: identifier', text.next_word('return a'), 'return')
+  H.eq('word: leading space and newline', text.next_word('\n    x = 1'), '\n    x')
+  H.eq('word: punctuation run', text.next_word('"""Doc."""'), '"""')
+  H.eq('word: multibyte kept whole', text.next_word('éé x'), 'éé')
+  H.eq('word: only space', text.next_word('  '), '  ')
+  H.eq('line: through newline', text.next_line('a + b\nc'), 'a + b\n')
+  H.eq('line: skips a blank first line', text.next_line('\n\n    x\ny'), '\n\n    x\n')
+  H.eq('line: single line', text.next_line('x)'), 'x)')
+  H.eq('end position, one line', { text.end_position(2, 4, 'ab') }, { 2, 6 })
+  H.eq('end position, lines', { text.end_position(2, 4, 'ab\ncde') }, { 3, 3 })
+end)
+
+H.case('config validation', function()
+  local config = require('copilotd.config')
+  H.check('bad type is an error', not pcall(config.resolve, { debounce_ms = 'x' }))
+  H.check('empty cmd is an error', not pcall(config.resolve, { cmd = {} }))
+  local resolved = config.resolve({ max_tokens = 12, keymaps = false })
+  H.eq('keymaps can be turned off', resolved.keymaps, false)
+  H.eq('daemon settings are camelCase', config.daemon_settings(resolved).maxTokens, 12)
+end)
+
+H.start()
+local dir = vim.fn.tempname()
+vim.fn.mkdir(dir .. '/.git', 'p')
+local file = dir .. '/calc.py'
+vim.fn.writefile({ 'def add(a, b):', '' }, file)
+
+H.lua(
+  [[
+    local fake_path, file = ...
+    require('copilotd').setup({
+      cmd = dofile(fake_path),
+      max_tokens = 24,
+      strategy = 'pld',
+      debounce_ms = 30,
+    })
+    -- Completes the word "ret" and says where it was asked: enough to tell requests apart.
+    _G.fake.reply = function(params, lines)
+      local line = lines[params.position.line + 1] or ''
+      local before = line:sub(1, vim.str_byteindex(line, 'utf-16', params.position.character, false))
+      if before:match('ret$') then
+        return { items = { { insertText = 'urn a + b\n\nprint(add(1, 2))', range = { start = params.position, ['end'] = params.position } } } }
+      elseif before:match('FAIL$') then
+        return nil, { code = -32603, message = 'boom' }
+      elseif before:match('NULL$') then
+        return vim.NIL
+      elseif before:match('"') then
+        -- an item whose range starts at the line start: its text repeats what is typed
+        return { items = { { insertText = line .. 'X"', range = { start = { line = params.position.line, character = 0 }, ['end'] = params.position } } } }
+      end
+      return { items = { { insertText = '#' .. #_G.fake.log, range = { start = params.position, ['end'] = params.position } } } }
+    end
+    vim.cmd.edit(file)
+    vim.bo.autoindent = false
+  ]],
+  H.test_dir .. '/fake_server.lua',
+  file
+)
+
+local function requests()
+  return H.lua([[
+    local out = {}
+    for _, m in ipairs(_G.fake.log) do
+      if m.method == 'textDocument/inlineCompletion' then out[#out + 1] = m.params end
+    end
+    return out
+  ]])
+end
+
+local function logged(method)
+  return H.lua(
+    [[
+      local method, out = ..., {}
+      for _, m in ipairs(_G.fake.log) do
+        if m.method == method then out[#out + 1] = m.params end
+      end
+      return out
+    ]],
+    method
+  )
+end
+
+H.case('attach', function()
+  H.check(
+    'client attaches to the python buffer',
+    H.wait(3000, function()
+      return H.lua("local c = vim.lsp.get_clients({ name = 'copilotd', bufnr = 0 })[1] return c ~= nil and c.initialized")
+    end)
+  )
+  local init = logged('initialize')[1]
+  H.eq('initializationOptions', {
+    init.initializationOptions.maxTokens,
+    init.initializationOptions.strategy,
+    init.initializationOptions.languages,
+  }, { 24, 'pld', { 'python' } })
+  H.eq('workspace folder is the git root', init.workspaceFolders[1].name, dir)
+  H.check('client announces inline completion', init.capabilities.textDocument.inlineCompletion ~= nil)
+end)
+
+H.case('typing requests after the debounce and shows ghost text', function()
+  H.input('Go    ret')
+  H.check(
+    'suggestion appears',
+    H.wait(3000, function()
+      return H.suggestion() ~= nil
+    end)
+  )
+  H.eq('suggestion text', H.suggestion(), 'urn a + b\n\nprint(add(1, 2))')
+  H.eq('ghost text drawn', H.ghost(), { row = 2, col = 7, pos = 'inline', inline = 'urn a + b', lines = { '', 'print(add(1, 2))' } })
+  local sent = requests()
+  local last = sent[#sent]
+  H.eq('request position and trigger', { last.position, last.context.triggerKind }, { { line = 2, character = 7 }, 2 })
+  H.check('debounced: fewer requests than keys typed', #sent < 7, #sent .. ' requests')
+end)
+
+H.case('typing what the suggestion predicts keeps the rest', function()
+  local before = #requests()
+  H.input('u')
+  H.settle()
+  H.eq('suggestion shortened', H.suggestion(), 'rn a + b\n\nprint(add(1, 2))')
+  vim.wait(150)
+  H.eq('no new request', #requests(), before)
+  H.eq('ghost follows the cursor', H.ghost().col, 8)
+end)
+
+H.case('partial accepts', function()
+  H.lua("require('copilotd').accept_word()")
+  H.settle()
+  H.eq('accept_word inserts the word', H.lines()[3], '    return')
+  H.eq('rest still shown', H.suggestion(), ' a + b\n\nprint(add(1, 2))')
+  H.eq('cursor after the word', { H.cursor() }, { 2, 10 })
+  H.lua("require('copilotd').accept_line()")
+  H.settle()
+  H.eq('accept_line inserts the line', H.lines(), { 'def add(a, b):', '', '    return a + b', '' })
+  H.eq('cursor on the next line', { H.cursor() }, { 3, 0 })
+  H.eq('rest still shown after accept_line', H.suggestion(), '\nprint(add(1, 2))')
+  H.eq('ghost for the rest', H.ghost(), { row = 3, col = 0, pos = 'inline', inline = '', lines = { 'print(add(1, 2))' } })
+  H.eq('still insert mode', H.mode(), 'i')
+  H.eq('nothing left after accept', H.lua("require('copilotd').accept() return require('copilotd').get_suggestion()"), nil)
+  H.settle()
+  H.eq('accept inserts the rest', H.lines(), { 'def add(a, b):', '', '    return a + b', '', 'print(add(1, 2))' })
+end)
+
+H.case('moving the cursor and leaving insert mode clear the ghost text', function()
+  H.input('<Esc>Go    ret')
+  H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end)
+  H.input('<Left>')
+  H.check('cursor moved', H.wait(2000, function()
+    return select(2, H.cursor()) == 6
+  end))
+  H.eq('cleared on cursor move', H.suggestion(), nil)
+  H.eq('no ghost drawn', H.ghost(), nil)
+  H.input('<Right>')
+  H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end)
+  H.input('<Esc>')
+  H.check('normal mode', H.wait(2000, function()
+    return H.mode() == 'n'
+  end))
+  H.eq('cleared on InsertLeave', H.suggestion(), nil)
+  H.eq('no ghost after InsertLeave', H.ghost(), nil)
+end)
+
+H.case('stale requests are cancelled and never shown', function()
+  H.lua('_G.fake.delay = 400')
+  H.input('A')
+  H.check('first request in flight', H.wait(2000, function()
+    return H.lua("return require('copilotd.suggestion').busy()")
+  end))
+  local first = #H.lua('return _G.fake.log')
+  H.input('x')
+  H.check('superseding request sent', H.wait(2000, function()
+    return #logged('$/cancelRequest') > 0
+  end))
+  H.check('a suggestion arrives', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  local shown = H.suggestion()
+  H.check('the suggestion is from the newest request', tonumber(shown:match('#(%d+)')) > first, shown)
+  H.lua('_G.fake.delay = 0')
+  H.input('<Esc>')
+end)
+
+H.case('UTF-16 positions and ranges that start before the cursor', function()
+  H.input('o s = "😀')
+  H.check('suggestion appears', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  local sent = requests()
+  H.eq('character counts UTF-16 units', sent[#sent].position.character, 8)
+  H.eq('typed part of the item is not shown again', H.suggestion(), 'X"')
+  H.input('<Tab>')
+  H.settle()
+  H.eq('Tab accepts', H.lua('return vim.api.nvim_get_current_line()'), ' s = "😀X"')
+  -- Without automatic requests, so that no suggestion can arrive before the key.
+  H.lua("vim.bo.expandtab = false require('copilotd').config.auto_trigger = false")
+  H.input('<Esc>o<Tab>')
+  H.settle()
+  H.eq('Tab without suggestion inserts a tab', H.lua('return vim.api.nvim_get_current_line()'), '\t')
+  H.input('<Esc>')
+  H.lua("require('copilotd').config.auto_trigger = true")
+end)
+
+H.case('errors and empty answers show nothing', function()
+  H.input('oFAIL')
+  H.check('error recorded', H.wait(3000, function()
+    return H.lua("return require('copilotd.suggestion').last_error") == 'boom'
+  end))
+  H.eq('no suggestion on error', H.suggestion(), nil)
+  H.input('<Esc>oNULL')
+  vim.wait(300)
+  H.settle()
+  H.eq('no suggestion for null', H.suggestion(), nil)
+  H.input('<Esc>')
+  H.settle()
+  H.check('request() works again', H.lua("return require('copilotd').request()"))
+  H.check('suggestion after request()', H.wait(2000, function()
+    return H.suggestion() ~= nil
+  end))
+  H.lua("require('copilotd').dismiss()")
+  H.eq('dismiss clears', { H.suggestion(), H.ghost() }, {})
+end)
+
+H.case('health and status', function()
+  H.eq('status through copilotd/status', H.lua("return require('copilotd').status().model"), 'fake')
+  H.lua('vim.cmd.checkhealth("copilotd")')
+  local report = table.concat(H.lines(), '\n')
+  H.check('checkhealth reports the client', report:find('copilotd') and report:find('attached'), report)
+  H.check('checkhealth has no errors', not report:find('ERROR'), report)
+end)
+
+H.finish()

@@ -1,0 +1,122 @@
+//! The repository-level benchmark (DESIGN §8): for each package and task,
+//! every variant completes the cut-out function body in the same process,
+//! interleaved per task, with `ar` first as the reference.
+
+use super::packages::{self, Package};
+use super::tasks::{self, Task};
+use crate::completion::drafting::{BudgetSettings, DraftSources};
+use crate::completion::{Completer, CompletionRequest, CompletionStats, Strategy};
+use crate::workspace::{index_workspace, WalkConfig};
+use anyhow::{Context, Result};
+use copilotd_draft::fastcoder::FastCoderConfig;
+use serde::Serialize;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+/// One configuration under test.
+pub struct Variant {
+    pub label: String,
+    pub strategy: Strategy,
+    /// FastCoder settings (ablations switch components off).
+    pub fastcoder: FastCoderConfig,
+    pub budget: BudgetSettings,
+}
+
+impl Variant {
+    pub fn plain(strategy: Strategy, budget: BudgetSettings) -> Variant {
+        Variant { label: strategy.to_string(), strategy, fastcoder: FastCoderConfig::default(), budget }
+    }
+}
+
+/// The result of one variant on one task.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskRun {
+    pub package: String,
+    pub file: String,
+    pub function: String,
+    pub variant: String,
+    /// Output token-for-token equal to `ar`'s.
+    pub identical: bool,
+    pub stats: CompletionStats,
+}
+
+/// Benchmark settings.
+pub struct RepoBench<'a> {
+    pub packages: &'a [Package],
+    pub tasks_per_package: usize,
+    pub max_tokens: usize,
+    pub variants: Vec<Variant>,
+    pub cache: &'a Path,
+}
+
+/// Runs every variant on every task; `ar` must be the first variant.
+pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&TaskRun)) -> Result<Vec<TaskRun>> {
+    anyhow::ensure!(bench.variants.first().is_some_and(|v| v.strategy == Strategy::Ar), "the first variant must be ar");
+    let tokenizer = completer.tokenizer().clone();
+    let tokenize = move |text: &str| tokenizer.encode(text);
+    let walk = WalkConfig::new(&["python".to_string()], &[])?;
+    let mut runs = Vec::new();
+    for package in bench.packages {
+        let root = packages::unpacked(package, bench.cache)?;
+        let all_tasks = tasks::find_tasks(&root)?;
+        let chosen = tasks::spread(all_tasks, bench.tasks_per_package);
+        let scratch = tempfile::tempdir()?;
+        let (store, _) = index_workspace(&root, &walk, &tokenize, &scratch.path().join("repo.store"), &|_, _| {})
+            .with_context(|| format!("cannot index {}", package.label()))?;
+        let store = Arc::new(RwLock::new(store));
+        // Each variant keeps its own sources (and preference cache) for the
+        // whole package, as one editor session would.
+        let mut sources: Vec<DraftSources> = bench
+            .variants
+            .iter()
+            .map(|v| completer.sources_like(v.fastcoder.clone(), v.budget, store.clone()))
+            .collect();
+        for task in &chosen {
+            let original = with_cut_file(&store, task, &tokenize)?;
+            let mut reference: Option<Vec<u32>> = None;
+            for (variant, sources) in bench.variants.iter().zip(sources.iter_mut()) {
+                let completion = run_one(completer, sources, task, variant.strategy, bench.max_tokens)?;
+                let reference_tokens = reference.get_or_insert_with(|| completion.tokens.clone());
+                let run = TaskRun {
+                    package: package.label(),
+                    file: task.file.clone(),
+                    function: task.function.clone(),
+                    variant: variant.label.clone(),
+                    identical: &completion.tokens == reference_tokens,
+                    stats: completion.stats,
+                };
+                log(&run);
+                runs.push(run);
+            }
+            store.write().unwrap_or_else(|p| p.into_inner()).upsert_file(&task.file, original);
+        }
+    }
+    Ok(runs)
+}
+
+/// Puts the task's cut file into the store; returns the original tokens.
+fn with_cut_file(
+    store: &Arc<RwLock<copilotd_draft::repo_store::RepositoryStore>>,
+    task: &Task,
+    tokenize: &dyn Fn(&str) -> Result<Vec<u32>>,
+) -> Result<Vec<u32>> {
+    let mut store = store.write().unwrap_or_else(|p| p.into_inner());
+    let original = store.file_tokens(&task.file).map(<[u32]>::to_vec).unwrap_or_default();
+    store.upsert_file(&task.file, tokenize(&task.cut_text)?);
+    Ok(original)
+}
+
+fn run_one(
+    completer: &mut Completer,
+    sources: &mut DraftSources,
+    task: &Task,
+    strategy: Strategy,
+    max_tokens: usize,
+) -> Result<crate::completion::Completion> {
+    let request =
+        CompletionRequest { text: &task.cut_text, cursor: task.cursor, path: Some(&task.file), max_tokens, strategy };
+    completer.swap_sources(sources);
+    let result = completer.complete(&request, &|| false);
+    completer.swap_sources(sources);
+    result.with_context(|| format!("{} failed on {}::{}", strategy, task.file, task.function))
+}

@@ -1,0 +1,110 @@
+//! Aggregates of the repository benchmark, as JSON and a Markdown table.
+
+use super::repo::TaskRun;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One variant over a set of tasks.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub package: String,
+    pub variant: String,
+    pub tasks: usize,
+    pub new_tokens: usize,
+    /// Decode milliseconds per new token, token-weighted over the tasks.
+    pub ms_per_token: f64,
+    /// New tokens per forward step.
+    pub acceptance_length: f64,
+    /// `ar` ms/token over this variant's ms/token, on the same tasks.
+    pub speedup: f64,
+    /// Median over tasks of the per-task speedup.
+    pub median_task_speedup: f64,
+    /// Share of tasks whose output equals `ar`'s token for token.
+    pub identity_rate: f64,
+    /// Drafting time over decode time.
+    pub draft_share: f64,
+}
+
+/// Summaries per package and variant, then over all packages ("all").
+pub fn summarize(runs: &[TaskRun], variants: &[String]) -> Vec<Summary> {
+    let mut packages: Vec<String> = runs.iter().map(|r| r.package.clone()).collect();
+    packages.dedup();
+    packages.push("all".to_string());
+    let mut summaries = Vec::new();
+    for package in &packages {
+        let in_package = |r: &&TaskRun| package == "all" || &r.package == package;
+        let ar: Vec<&TaskRun> = runs.iter().filter(in_package).filter(|r| r.variant == variants[0]).collect();
+        let ar_by_task: BTreeMap<(&str, &str, &str), &TaskRun> =
+            ar.iter().map(|r| ((r.package.as_str(), r.file.as_str(), r.function.as_str()), *r)).collect();
+        let ar_ms = ms_per_token(&ar);
+        for variant in variants {
+            let selected: Vec<&TaskRun> = runs.iter().filter(in_package).filter(|r| &r.variant == variant).collect();
+            if selected.is_empty() {
+                continue;
+            }
+            let mut task_speedups: Vec<f64> = selected
+                .iter()
+                .filter_map(|r| {
+                    let reference = ar_by_task.get(&(r.package.as_str(), r.file.as_str(), r.function.as_str()))?;
+                    (r.stats.ms_per_token > 0.0).then(|| reference.stats.ms_per_token / r.stats.ms_per_token)
+                })
+                .collect();
+            task_speedups.sort_by(f64::total_cmp);
+            let new_tokens: usize = selected.iter().map(|r| r.stats.new_tokens).sum();
+            let steps: usize = selected.iter().map(|r| r.stats.forward_steps).sum();
+            let decode: f64 = selected.iter().map(|r| r.stats.decode_ms).sum();
+            let draft: f64 = selected.iter().map(|r| r.stats.draft_ms).sum();
+            let ms = ms_per_token(&selected);
+            summaries.push(Summary {
+                package: package.clone(),
+                variant: variant.clone(),
+                tasks: selected.len(),
+                new_tokens,
+                ms_per_token: ms,
+                acceptance_length: ratio(new_tokens as f64, steps as f64),
+                speedup: ratio(ar_ms, ms),
+                median_task_speedup: task_speedups.get(task_speedups.len() / 2).copied().unwrap_or(0.0),
+                identity_rate: ratio(selected.iter().filter(|r| r.identical).count() as f64, selected.len() as f64),
+                draft_share: ratio(draft, decode),
+            });
+        }
+    }
+    summaries
+}
+
+fn ms_per_token(runs: &[&TaskRun]) -> f64 {
+    let tokens: usize = runs.iter().map(|r| r.stats.new_tokens).sum();
+    ratio(runs.iter().map(|r| r.stats.decode_ms).sum(), tokens as f64)
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+/// A Markdown table of the summaries.
+pub fn markdown(summaries: &[Summary]) -> String {
+    let mut out = String::from(
+        "| package | variant | tasks | tokens | ms/token | acceptance | speedup | median task speedup | identity | draft share |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for s in summaries {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {:.1} | {:.2} | {:.2}x | {:.2}x | {:.0}% | {:.1}% |\n",
+            s.package,
+            s.variant,
+            s.tasks,
+            s.new_tokens,
+            s.ms_per_token,
+            s.acceptance_length,
+            s.speedup,
+            s.median_task_speedup,
+            s.identity_rate * 100.0,
+            s.draft_share * 100.0
+        ));
+    }
+    out
+}

@@ -1,0 +1,133 @@
+//! The drafting sources of the engine and the drafter each strategy uses.
+
+use super::Strategy;
+use crate::syntax::LineStartOracle;
+use crate::workspace::SharedStore;
+use anyhow::{bail, Result};
+use copilotd_draft::budget::{BudgetPolicy, CostAwareBudget, CostCurve, FixedBudget};
+use copilotd_draft::common_store::CommonStore;
+use copilotd_draft::drafter::Drafter;
+use copilotd_draft::fastcoder::{FastCoderConfig, FastCoderDrafter, LineStartFn};
+use copilotd_draft::pld::PromptLookup;
+use copilotd_draft::pref_cache::PreferenceCache;
+use copilotd_model::Tokenizer;
+use std::sync::{Arc, Mutex};
+
+/// Tokens decoded to check whether the context ends on a blank line before
+/// the (costlier) full parse.
+const LINE_TAIL_TOKENS: usize = 16;
+
+/// How big draft trees are.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BudgetSettings {
+    /// Choose each tree's size from the measured cost curve and learned
+    /// acceptance (`false`: always verify up to `max_nodes`).
+    pub cost_aware: bool,
+    /// Most nodes besides the root.
+    pub max_nodes: usize,
+    /// Deepest draft token.
+    pub max_depth: usize,
+}
+
+impl Default for BudgetSettings {
+    fn default() -> Self {
+        BudgetSettings { cost_aware: true, max_nodes: 32, max_depth: 10 }
+    }
+}
+
+/// The stores, the cache and the budget policy that drafting uses. They
+/// live as long as the engine: an editor session is one long generation,
+/// and both the preference cache and the acceptance statistics of the
+/// budget keep learning across requests.
+pub struct DraftSources {
+    pub repository: Option<SharedStore>,
+    pub common: Option<Arc<CommonStore>>,
+    pub cache: Arc<Mutex<PreferenceCache>>,
+    pub fastcoder: FastCoderConfig,
+    pub budget: BudgetSettings,
+    /// Created at the first drafting request, once the cost curve is known.
+    cost_aware: Option<CostAwareBudget>,
+}
+
+impl DraftSources {
+    pub fn new(fastcoder: FastCoderConfig, budget: BudgetSettings) -> Self {
+        DraftSources {
+            repository: None,
+            common: None,
+            cache: Arc::new(Mutex::new(PreferenceCache::new(fastcoder.cache.clone()))),
+            fastcoder,
+            budget,
+            cost_aware: None,
+        }
+    }
+
+    /// Whether `budget_policy` needs a cost curve it does not have yet.
+    pub fn needs_cost_curve(&self) -> bool {
+        self.budget.cost_aware && self.cost_aware.is_none()
+    }
+
+    pub fn set_cost_curve(&mut self, curve: CostCurve) {
+        self.cost_aware = Some(CostAwareBudget::new(curve, self.budget.max_nodes, self.budget.max_depth));
+    }
+
+    /// The budget policy for the next request. `fixed` is used when the
+    /// policy is not cost-aware (or has no cost curve).
+    pub fn budget_policy<'a>(&'a mut self, fixed: &'a mut FixedBudget) -> &'a mut dyn BudgetPolicy {
+        *fixed = FixedBudget { nodes: self.budget.max_nodes, depth: self.budget.max_depth };
+        match (&mut self.cost_aware, self.budget.cost_aware) {
+            (Some(policy), true) => policy,
+            _ => fixed,
+        }
+    }
+
+    /// The drafter for one request; `None` for plain decoding.
+    pub fn drafter(&self, strategy: Strategy, tokenizer: &Tokenizer) -> Result<Option<Box<dyn Drafter>>> {
+        Ok(match strategy {
+            Strategy::Ar => None,
+            Strategy::Pld => Some(Box::new(PromptLookup::default())),
+            Strategy::Rest => {
+                if self.common.is_none() {
+                    bail!("strategy 'rest' needs the common datastore (copilotd datastore build-common)");
+                }
+                let config = FastCoderConfig {
+                    use_repository: false,
+                    use_cache: false,
+                    use_retrieval_strategy: false,
+                    ..self.fastcoder.clone()
+                };
+                Some(Box::new(self.fastcoder_drafter(config, tokenizer)))
+            }
+            Strategy::FastCoder | Strategy::Auto => {
+                Some(Box::new(self.fastcoder_drafter(self.fastcoder.clone(), tokenizer)))
+            }
+        })
+    }
+
+    fn fastcoder_drafter(&self, config: FastCoderConfig, tokenizer: &Tokenizer) -> FastCoderDrafter {
+        let drafter = FastCoderDrafter::new(config, self.repository.clone(), self.common.clone(), self.cache.clone());
+        match LineStartOracle::new() {
+            Ok(oracle) => drafter.with_line_start(line_start_fn(tokenizer.clone(), oracle)),
+            Err(error) => {
+                tracing::warn!("line-start detection unavailable, skip tokens off: {error:#}");
+                drafter
+            }
+        }
+    }
+}
+
+/// Decides, from token ids, whether the context ends where a new Python
+/// statement line begins.
+fn line_start_fn(tokenizer: Tokenizer, mut oracle: LineStartOracle) -> LineStartFn {
+    Box::new(move |context: &[u32]| {
+        let tail = &context[context.len().saturating_sub(LINE_TAIL_TOKENS)..];
+        let Ok(tail_text) = tokenizer.decode(tail) else { return false };
+        let line = tail_text.rsplit('\n').next().unwrap_or("");
+        if !tail_text.contains('\n') || !line.trim().is_empty() {
+            return false;
+        }
+        match tokenizer.decode(context) {
+            Ok(text) => oracle.at_statement_start(&text),
+            Err(_) => false,
+        }
+    })
+}

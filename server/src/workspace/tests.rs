@@ -1,0 +1,331 @@
+//! Tests of walking, indexing and live updates, with a byte-level tokenizer
+//! (one token per byte) so that expectations are easy to state.
+
+use std::fs;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use copilotd_draft::repo_store::RepositoryStore;
+use copilotd_draft::retrieval::QueryOptions;
+
+use super::*;
+
+fn bytes(text: &str) -> Result<Vec<u32>> {
+    Ok(text.bytes().map(u32::from).collect())
+}
+
+fn write(root: &Path, rel: &str, contents: &[u8]) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, contents).unwrap();
+}
+
+fn keys(files: &[WalkedFile]) -> Vec<&str> {
+    files.iter().map(|f| f.rel.as_str()).collect()
+}
+
+/// Whether the store holds `text` followed by something.
+fn knows(store: &RepositoryStore, text: &str) -> bool {
+    let context = bytes(text).unwrap();
+    let opts = QueryOptions { max_suffix: context.len(), min_suffix: context.len(), ..QueryOptions::default() };
+    store.query(&context, &opts).is_some()
+}
+
+#[test]
+fn walk_applies_ignore_rules_secrets_languages_and_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "a.py", b"x = 1\n");
+    write(root, "src/b.rs", b"fn main() {}\n");
+    write(root, "README.md", b"# hi\n");
+    write(root, "logo.png", b"\x89PNG");
+    write(root, "Makefile", b"all:\n");
+    write(root, ".hidden/c.py", b"x\n");
+    write(root, ".env.py", b"SECRET = 1\n");
+    write(root, ".gitignore", b"build/\n*.gen.py\n");
+    write(root, "build/d.py", b"x\n");
+    write(root, "e.gen.py", b"x\n");
+    write(root, "sub/.ignore", b"skip.py\n");
+    write(root, "sub/skip.py", b"x\n");
+    write(root, "sub/keep.py", b"x\n");
+    write(root, "vendor/v.py", b"x\n");
+    write(root, "big.py", &vec![b'x'; 2000]);
+    write(root, "server.pem", b"-----BEGIN\n");
+    write(root, "keys/id_rsa.txt", b"key\n");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(root.join("a.py"), root.join("link.py")).unwrap();
+
+    let mut config = WalkConfig::new(&[], &["vendor/".to_owned()]).unwrap();
+    config.max_file_size = 1000;
+    config.extensions.insert("pem".into());
+    let walked = walk(root, &config, None).unwrap();
+    assert_eq!(keys(&walked.files), ["README.md", "a.py", "src/b.rs", "sub/keep.py"]);
+    let file = &walked.files[1];
+    assert_eq!(file.abs, root.join("a.py"));
+    assert_eq!(file.size, 6);
+    assert_eq!(file.stamp.0[0], 6);
+
+    config.exclude_secrets = false;
+    let walked = walk(root, &config, None).unwrap();
+    assert!(keys(&walked.files).contains(&"server.pem"));
+    assert!(keys(&walked.files).contains(&"keys/id_rsa.txt"));
+
+    let python = WalkConfig::new(&["Python".to_owned()], &[]).unwrap();
+    assert_eq!(keys(&walk(root, &python, None).unwrap().files), ["a.py", "big.py", "sub/keep.py", "vendor/v.py"]);
+    assert!(WalkConfig::new(&["cobol".to_owned()], &[]).is_err());
+
+    // A targeted walk only visits what is on the way to the targets.
+    let targeted = walk(root, &WalkConfig::default(), Some(&[root.join("sub"), root.join("build/d.py")])).unwrap();
+    assert_eq!(keys(&targeted.files), ["sub/keep.py"]);
+}
+
+#[test]
+fn read_text_rejects_binary_and_oversized_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "nul.py", b"x = 1\0\n");
+    write(root, "latin1.py", b"caf\xe9\n");
+    write(root, "ok.py", "café\n".as_bytes());
+    assert!(matches!(read_text(&root.join("nul.py"), 100), Err(Unreadable::Binary)));
+    assert!(matches!(read_text(&root.join("latin1.py"), 100), Err(Unreadable::Binary)));
+    assert!(matches!(read_text(&root.join("ok.py"), 3), Err(Unreadable::TooLarge)));
+    assert!(matches!(read_text(&root.join("gone.py"), 100), Err(Unreadable::Io(_))));
+    let (text, stamp) = read_text(&root.join("ok.py"), 100).unwrap();
+    assert_eq!(text, "café\n");
+    assert_eq!(stamp.0[0], 6);
+}
+
+#[test]
+fn relative_keys_are_slash_separated_and_inside_the_root() {
+    let root = Path::new("/w");
+    assert_eq!(relative_key(root, Path::new("/w/a/b.py")).as_deref(), Some("a/b.py"));
+    assert_eq!(relative_key(root, Path::new("/w")), None);
+    assert_eq!(relative_key(root, Path::new("/x/a.py")), None);
+    assert_eq!(relative_key(root, Path::new("/w/../x.py")), None);
+}
+
+#[test]
+fn tokenizer_fingerprint_tells_tokenizers_apart() {
+    let chars = |text: &str| -> Result<Vec<u32>> { Ok(text.chars().map(u32::from).collect()) };
+    assert_eq!(tokenizer_fingerprint(&bytes).unwrap(), tokenizer_fingerprint(&bytes).unwrap());
+    assert_ne!(tokenizer_fingerprint(&bytes).unwrap(), tokenizer_fingerprint(&chars).unwrap());
+}
+
+#[test]
+fn index_reuses_unchanged_files_and_rebuilds_damaged_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    let store_path = dir.path().join("cache/repo.store");
+    write(&root, "a.py", b"def alpha_function(): pass\n");
+    write(&root, "b.py", b"def beta_function(): pass\n");
+    write(&root, "bin.py", b"\0\0\0");
+    write(&root, "latin1.py", b"caf\xe9\n");
+    let config = WalkConfig::default();
+    let calls = Mutex::new(Vec::new());
+    let progress = |done, total| calls.lock().unwrap().push((done, total));
+
+    let (store, summary) = index_workspace(&root, &config, &bytes, &store_path, &progress).unwrap();
+    assert_eq!(store.files().collect::<Vec<_>>(), ["a.py", "b.py"]);
+    assert_eq!((summary.files, summary.tokenized, summary.skipped), (2, 2, 2));
+    assert_eq!(summary.tokens, 27 + 26);
+    assert_eq!(summary.bytes_on_disk, fs::metadata(&store_path).unwrap().len());
+    assert!(summary.warning.is_none());
+    assert_eq!(calls.lock().unwrap().last(), Some(&(4, 4)));
+    assert!(knows(&store, "alpha_func"));
+    assert!(summary.to_string().starts_with("indexed 2 files, 53 tokens in "));
+
+    // Nothing changed: nothing is tokenized again.
+    let (_, summary) = index_workspace(&root, &config, &bytes, &store_path, &|_, _| {}).unwrap();
+    assert_eq!((summary.files, summary.tokenized), (2, 0));
+
+    // One file changed (size differs), one removed, one added.
+    write(&root, "a.py", b"def alpha_renamed(): pass\n");
+    fs::remove_file(root.join("b.py")).unwrap();
+    write(&root, "c.py", b"def gamma(): pass\n");
+    let (store, summary) = index_workspace(&root, &config, &bytes, &store_path, &|_, _| {}).unwrap();
+    assert_eq!(store.files().collect::<Vec<_>>(), ["a.py", "c.py"]);
+    assert_eq!(summary.tokenized, 2);
+    assert!(knows(&store, "alpha_rena") && !knows(&store, "alpha_func") && !knows(&store, "beta_func"));
+
+    // A damaged store is rebuilt with a warning.
+    let mut damaged = fs::read(&store_path).unwrap();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 1;
+    fs::write(&store_path, &damaged).unwrap();
+    let (store, summary) = index_workspace(&root, &config, &bytes, &store_path, &|_, _| {}).unwrap();
+    assert!(summary.warning.as_deref().unwrap().contains("checksum"), "{:?}", summary.warning);
+    assert_eq!((store.file_count(), summary.tokenized), (2, 2));
+    assert!(RepositoryStore::load(&store_path, tokenizer_fingerprint(&bytes).unwrap()).is_ok());
+
+    // So is a store made with another tokenizer.
+    let chars = |text: &str| -> Result<Vec<u32>> { Ok(text.chars().map(|c| u32::from(c) + 1).collect()) };
+    let (_, summary) = index_workspace(&root, &config, &chars, &store_path, &|_, _| {}).unwrap();
+    assert!(summary.warning.as_deref().unwrap().contains("another tokenizer"));
+    assert_eq!(summary.tokenized, 2);
+}
+
+#[test]
+fn a_failing_tokenizer_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.py", b"x\n");
+    let broken = |_: &str| -> Result<Vec<u32>> { anyhow::bail!("no vocabulary") };
+    let err = index_workspace(dir.path(), &WalkConfig::default(), &broken, &dir.path().join("s"), &|_, _| {});
+    assert!(format!("{:#}", err.unwrap_err()).contains("no vocabulary"));
+}
+
+struct Live {
+    ws: LiveWorkspace,
+    states: Arc<Mutex<Vec<IndexState>>>,
+    _dir: tempfile::TempDir,
+}
+
+fn start_live(populate: impl FnOnce(&Path)) -> Live {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    fs::create_dir(&root).unwrap();
+    populate(&root);
+    let states = Arc::new(Mutex::new(Vec::new()));
+    let seen = states.clone();
+    let ws = LiveWorkspace::start(
+        &root,
+        WalkConfig::default(),
+        Arc::new(bytes),
+        dir.path().join("cache/repo.store"),
+        Box::new(move |s| seen.lock().unwrap().push(s.clone())),
+    )
+    .unwrap();
+    ws.sync();
+    Live { ws, states, _dir: dir }
+}
+
+/// Polls until `check` holds for the store, failing after `limit`.
+fn eventually(ws: &LiveWorkspace, limit: Duration, what: &str, check: impl Fn(&RepositoryStore) -> bool) -> Duration {
+    let start = Instant::now();
+    loop {
+        if check(&ws.store().read().unwrap()) {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < limit, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[test]
+fn live_workspace_indexes_then_follows_the_disk() {
+    let live = start_live(|root| write(root, "pkg/old.py", b"def first_function(): pass\n"));
+    let ws = &live.ws;
+    let root = ws.root().to_path_buf();
+    assert!(matches!(ws.index_state(), IndexState::Ready(ref s) if s.files == 1));
+    let states = live.states.lock().unwrap().clone();
+    assert!(matches!(states.first(), Some(IndexState::Indexing { .. })));
+    assert!(knows(&ws.store().read().unwrap(), "first_func"));
+
+    // Created, in a watched directory and in a new one.
+    write(&root, "pkg/new.py", b"def created_on_disk(): pass\n");
+    let took = eventually(ws, SECOND, "created file", |s| knows(s, "created_on_d"));
+    eprintln!("created file retrievable after {took:?}");
+    write(&root, "fresh/dir/deep.py", b"def deep_in_new_dir(): pass\n");
+    eventually(ws, SECOND, "file in a new directory", |s| knows(s, "deep_in_new"));
+
+    // Ignored files stay out.
+    write(&root, ".gitignore", b"generated/\n");
+    write(&root, "generated/out.py", b"def generated_code(): pass\n");
+    write(&root, "pkg/.secret.py", b"def hidden_code(): pass\n");
+    write(&root, "pkg/data.bin.py", b"def binary(\0): pass\n");
+    write(&root, "pkg/marker.py", b"def marker_after_ignored(): pass\n");
+    eventually(ws, SECOND, "marker", |s| knows(s, "marker_after"));
+    ws.sync();
+    {
+        let store = ws.store();
+        let store = store.read().unwrap();
+        assert!(!knows(&store, "generated_co") && !knows(&store, "hidden_code") && !knows(&store, "def binary"));
+        assert!(!store.contains("generated/out.py"));
+    }
+
+    // Modified, renamed, deleted.
+    write(&root, "pkg/old.py", b"def first_changed(): pass\n");
+    eventually(ws, SECOND, "modified file", |s| knows(s, "first_chang") && !knows(s, "first_func"));
+    fs::rename(root.join("pkg/new.py"), root.join("pkg/moved.py")).unwrap();
+    eventually(ws, SECOND, "renamed file", |s| s.contains("pkg/moved.py") && !s.contains("pkg/new.py"));
+    assert!(knows(&ws.store().read().unwrap(), "created_on_d"));
+    fs::rename(root.join("fresh"), root.join("renamed")).unwrap();
+    eventually(ws, SECOND, "renamed directory", |s| {
+        s.contains("renamed/dir/deep.py") && !s.contains("fresh/dir/deep.py")
+    });
+    fs::remove_file(root.join("pkg/moved.py")).unwrap();
+    eventually(ws, SECOND, "deleted file", |s| !knows(s, "created_on_d"));
+    fs::remove_dir_all(root.join("renamed")).unwrap();
+    eventually(ws, SECOND, "deleted directory", |s| !s.contains("renamed/dir/deep.py"));
+    // A file in the re-created directory is seen again.
+    write(&root, "renamed/dir/again.py", b"def again_here(): pass\n");
+    eventually(ws, SECOND, "re-created directory", |s| knows(s, "again_her"));
+}
+
+#[test]
+fn overlays_replace_and_restore_the_disk_version() {
+    let live = start_live(|root| {
+        write(root, "a.py", b"def on_disk_version(): pass\n");
+        write(root, "ignored.txt.bak", b"x\n");
+    });
+    let ws = &live.ws;
+    let file = ws.root().join("a.py");
+    assert!(ws.set_overlay(&file, "def typed_in_buffer(): pass\n"));
+    ws.sync();
+    {
+        let store = ws.store();
+        let store = store.read().unwrap();
+        assert!(knows(&store, "typed_in_bu") && !knows(&store, "on_disk_ver"));
+    }
+    // A save of other contents does not override the open buffer.
+    write(ws.root(), "a.py", b"def saved_elsewhere(): pass\n");
+    std::thread::sleep(Duration::from_millis(300));
+    ws.sync();
+    assert!(knows(&ws.store().read().unwrap(), "typed_in_bu"));
+    assert!(ws.clear_overlay(&file));
+    ws.sync();
+    {
+        let store = ws.store();
+        let store = store.read().unwrap();
+        assert!(knows(&store, "saved_elsew") && !knows(&store, "typed_in_bu"));
+    }
+    // Buffers of files the walk does not admit stay out.
+    assert!(ws.set_overlay(&ws.root().join("ignored.txt.bak"), "def not_admitted(): pass\n"));
+    assert!(ws.set_overlay(&ws.root().join("unsaved.py"), "def not_saved_yet(): pass\n"));
+    assert!(!ws.set_overlay(Path::new("/elsewhere/x.py"), "x"));
+    ws.sync();
+    let store = ws.store();
+    let store = store.read().unwrap();
+    assert!(!knows(&store, "not_admitt") && !knows(&store, "not_saved_y"));
+}
+
+#[test]
+fn a_deleted_workspace_keeps_serving_and_is_picked_up_again() {
+    let live = start_live(|root| write(root, "a.py", b"def still_served(): pass\n"));
+    let ws = &live.ws;
+    let root = ws.root().to_path_buf();
+    fs::remove_dir_all(&root).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    ws.sync();
+    assert!(knows(&ws.store().read().unwrap(), "still_serv"));
+    assert!(ws.set_overlay(&root.join("a.py"), "x"));
+    ws.sync();
+
+    fs::create_dir(&root).unwrap();
+    write(&root, "b.py", b"def came_back(): pass\n");
+    eventually(ws, Duration::from_secs(3), "re-created workspace", |s| knows(s, "came_bac") && !s.contains("a.py"));
+}
+
+#[test]
+fn dropping_the_workspace_saves_its_changes() {
+    let live = start_live(|root| write(root, "a.py", b"def before(): pass\n"));
+    let root = live.ws.root().to_path_buf();
+    write(&root, "b.py", b"def added_live(): pass\n");
+    eventually(&live.ws, SECOND, "added file", |s| knows(s, "added_liv"));
+    let store_path = live._dir.path().join("cache/repo.store");
+    drop(live.ws);
+    let saved = RepositoryStore::load(&store_path, tokenizer_fingerprint(&bytes).unwrap()).unwrap();
+    assert!(knows(&saved, "added_liv"));
+}
