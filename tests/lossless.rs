@@ -65,7 +65,7 @@ fn speculative_greedy_equals_autoregressive_on_real_prompts() {
     let vocab = model.info().vocab_size as u32;
     let mut session = Session::new(LoadedModel(model));
     // No end tokens: every prompt must run the full 128 tokens.
-    let options = DecodeOptions { max_new_tokens: NEW_TOKENS, end_tokens: vec![], sampling: None };
+    let options = DecodeOptions { max_new_tokens: NEW_TOKENS, ..DecodeOptions::default() };
 
     let prompts = real_model::function_body_prompts(PROMPTS, 4);
     assert_eq!(prompts.len(), PROMPTS, "not enough stdlib prompts found");
@@ -108,8 +108,8 @@ fn sampling_with_a_fixed_seed_is_reproducible() {
     let prompt = &tokens[tokens.len().saturating_sub(PROMPT_TOKENS)..];
     let sampled = |seed| DecodeOptions {
         max_new_tokens: 48,
-        end_tokens: vec![],
         sampling: Some(SamplingParams { temperature: 0.8, top_p: 0.95, seed }),
+        ..DecodeOptions::default()
     };
     let (first, _) = generate(&mut session, prompt, &sampled(11), Some(&mut PromptLookup::default()));
     let (again, _) = generate(&mut session, prompt, &sampled(11), Some(&mut PromptLookup::default()));

@@ -350,7 +350,7 @@ fn random_json_rpc_messages_never_crash_or_hang_the_server() {
                 let body = rng.string();
                 client.send_raw(format!("Content-Length: {}\r\n\r\n{}", body.len(), body).as_bytes()).unwrap();
             }
-            1 | 2 | 3 => {
+            1..=3 => {
                 let params = rng.params(&uris);
                 client.send(&json!({"jsonrpc": "2.0", "method": method, "params": params})).unwrap();
             }

@@ -83,11 +83,16 @@ H.start()
 H.lua(
   [[
     local bin, model, max_tokens, file = ...
-    require('copilotd').setup({ cmd = { bin, '--stdio' }, model = model, max_tokens = max_tokens, debounce_ms = 50 })
+    require('copilotd').setup({
+      cmd = { bin, '--stdio' },
+      model = model ~= '' and model or nil,
+      max_tokens = max_tokens,
+      debounce_ms = 50,
+    })
     vim.cmd.edit(file)
   ]],
   bin,
-  model,
+  model or '',
   max_tokens,
   file
 )

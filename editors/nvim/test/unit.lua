@@ -29,6 +29,17 @@ H.case('config validation', function()
   H.eq('daemon settings are camelCase', config.daemon_settings(resolved).maxTokens, 12)
 end)
 
+H.case('help file', function()
+  local dir = vim.fn.tempname()
+  vim.fn.mkdir(dir, 'p')
+  vim.fn.writefile(vim.fn.readfile(H.plugin_dir .. '/doc/copilotd.txt'), dir .. '/copilotd.txt')
+  H.check('helptags accepts doc/copilotd.txt', pcall(vim.cmd.helptags, dir))
+  local tags = table.concat(vim.fn.readfile(dir .. '/tags'), '\n')
+  for _, fn in ipairs({ 'setup', 'request', 'get_suggestion', 'accept', 'accept_word', 'accept_line', 'dismiss' }) do
+    H.check('documents copilotd.' .. fn .. '()', tags:find('copilotd.' .. fn .. '()', 1, true))
+  end
+end)
+
 H.start()
 local dir = vim.fn.tempname()
 vim.fn.mkdir(dir .. '/.git', 'p')

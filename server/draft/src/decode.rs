@@ -90,6 +90,27 @@ pub struct DecodeOptions {
     pub end_tokens: Vec<u32>,
     /// `None`: greedy. `Some`: lossless speculative sampling.
     pub sampling: Option<SamplingParams>,
+    /// If set, the first new token is chosen among these ids only (token
+    /// healing: the prompt's last token was removed and the first token must
+    /// restore its text).
+    pub first_token_among: Option<Vec<u32>>,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions { max_new_tokens: 128, end_tokens: Vec::new(), sampling: None, first_token_among: None }
+    }
+}
+
+/// Keeps only the logits of `allowed` (the rest become -inf).
+fn restrict(logits: &mut [f32], allowed: &[u32]) {
+    let mut masked = vec![f32::NEG_INFINITY; logits.len()];
+    for &id in allowed {
+        if let Some(&value) = logits.get(id as usize) {
+            masked[id as usize] = value;
+        }
+    }
+    logits.copy_from_slice(&masked);
 }
 
 /// Hooks a caller passes into one generation.
@@ -182,7 +203,10 @@ impl<M: TreeModel> Session<M> {
         let mut output: Vec<u32> = Vec::new();
         let started = Instant::now();
 
-        let (logits, reused) = self.prefill(prompt)?;
+        let (mut logits, reused) = self.prefill(prompt)?;
+        if let Some(allowed) = options.first_token_among.as_deref().filter(|a| !a.is_empty()) {
+            restrict(&mut logits, allowed);
+        }
         stats.reused_tokens = reused;
         stats.prefill_ms = ms_since(started);
         let decode_started = Instant::now();

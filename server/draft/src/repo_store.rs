@@ -230,7 +230,7 @@ impl RepositoryStore {
             return None;
         }
         let mut counts: HashMap<&[u32], u32> = HashMap::new();
-        for p in occurrences.iter().take(opts.max_matches) {
+        for p in occurrences.take(opts.max_matches) {
             let tokens = &self.files[p.file as usize].tokens;
             let start = p.end as usize;
             let stop = tokens.len().min(start + opts.continuation_len);

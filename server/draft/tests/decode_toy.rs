@@ -95,7 +95,7 @@ impl Drafter for Oracle {
 }
 
 fn options(max: usize) -> DecodeOptions {
-    DecodeOptions { max_new_tokens: max, end_tokens: vec![], sampling: None }
+    DecodeOptions { max_new_tokens: max, ..DecodeOptions::default() }
 }
 
 fn run(
@@ -187,4 +187,18 @@ fn sampling_is_reproducible_with_a_seed() {
     let other = DecodeOptions { sampling: Some(SamplingParams { seed: 43, ..opts.sampling.unwrap() }), ..opts.clone() };
     let (c, _) = run(&mut Session::new(ToyModel::default()), &prompt, &other, Some(&mut PromptLookup::default()));
     assert_ne!(a, c, "a different seed should change a 40-token sample");
+}
+
+#[test]
+fn the_first_token_can_be_restricted_and_the_rest_stays_lossless() {
+    let prompt = [4, 4, 2];
+    let (free, _) = run(&mut Session::new(ToyModel::default()), &prompt, &options(1), None);
+    let allowed: Vec<u32> = (0..VOCAB as u32).filter(|&t| t != free[0]).collect();
+    let opts = DecodeOptions { first_token_among: Some(allowed.clone()), ..options(30) };
+    let (restricted, _) = run(&mut Session::new(ToyModel::default()), &prompt, &opts, None);
+    assert_ne!(restricted[0], free[0]);
+    assert!(allowed.contains(&restricted[0]));
+    let (speculative, _) =
+        run(&mut Session::new(ToyModel::default()), &prompt, &opts, Some(&mut PromptLookup::default()));
+    assert_eq!(speculative, restricted);
 }

@@ -8,6 +8,7 @@ use std::fs::File;
 use std::path::Path;
 
 use crate::config::{Config, Family, RopeStyle};
+use crate::first_line;
 use crate::loader::{Slot, TensorSource};
 use crate::tokenizer::{self, Tokenizer};
 use crate::weights::RawWeight;
@@ -105,15 +106,14 @@ fn int(v: &Value) -> Option<i64> {
 pub(crate) struct GgufFile {
     content: Content,
     file: File,
-    path: String,
 }
 
 impl GgufFile {
     pub fn open(path: &Path) -> Result<Self> {
         let mut file = File::open(path).with_context(|| format!("cannot open model file {}", path.display()))?;
         let content = Content::read(&mut file)
-            .map_err(|e| anyhow!("{} is not a valid GGUF file (truncated or corrupt?): {e}", path.display()))?;
-        Ok(Self { content, file, path: path.display().to_string() })
+            .map_err(|e| anyhow!("not a valid GGUF file (truncated or corrupt?): {}", first_line(&e)))?;
+        Ok(Self { content, file })
     }
 
     pub fn metadata(&self) -> Metadata<'_> {
@@ -206,7 +206,7 @@ impl TensorSource for GgufFile {
         let t = self
             .content
             .tensor(&mut self.file, name, &Device::Cpu)
-            .map_err(|e| anyhow!("cannot read tensor '{name}' from {}: {e}", self.path))?;
+            .map_err(|e| anyhow!("cannot read tensor '{name}' (file truncated or corrupt?): {}", first_line(&e)))?;
         Ok(RawWeight::Quantized(t))
     }
 }

@@ -89,3 +89,9 @@ pub struct ModelInfo {
     /// Threads candle's kernels run on.
     pub threads: usize,
 }
+
+/// The first line of an error's message: candle appends a backtrace to its errors when
+/// `RUST_BACKTRACE` is set, and our errors are one line.
+pub(crate) fn first_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}

@@ -31,7 +31,7 @@ impl SafetensorsDir {
         let mut tensors = HashMap::new();
         for file in &files {
             let part = candle_core::safetensors::load(file, &Device::Cpu)
-                .map_err(|e| anyhow!("cannot read {}: {e}", file.display()))?;
+                .map_err(|e| anyhow!("cannot read {}: {}", file.display(), crate::first_line(&e)))?;
             tensors.extend(part);
         }
         Ok(Self {

@@ -9,7 +9,7 @@ use crate::loader::{self, Weights};
 use crate::safetensors::SafetensorsDir;
 use crate::tokenizer::Tokenizer;
 use crate::weights::Converter;
-use crate::{threads, LoadOptions, ModelInfo};
+use crate::{first_line, threads, LoadOptions, ModelInfo};
 
 pub(crate) struct Loaded {
     pub info: ModelInfo,
@@ -27,7 +27,10 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     } else {
         bail!("model not found: {}", path.display());
     };
-    result.map_err(|e| anyhow!("cannot load model {}: {e:#}", path.display()))
+    result.map_err(|e| {
+        let causes: Vec<String> = e.chain().map(|c| first_line(c)).collect();
+        anyhow!("cannot load model {}: {}", path.display(), causes.join(": "))
+    })
 }
 
 fn load_gguf(path: &Path, opts: &LoadOptions) -> Result<Loaded> {

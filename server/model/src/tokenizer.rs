@@ -116,8 +116,8 @@ impl Tokenizer {
 /// Reads only the tokenizer of a GGUF file.
 pub fn tokenizer_from_gguf(path: &Path) -> Result<Tokenizer> {
     let mut file = std::fs::File::open(path).with_context(|| format!("cannot open model file {}", path.display()))?;
-    let content =
-        gguf_file::Content::read(&mut file).map_err(|e| anyhow!("{} is not a valid GGUF file: {e}", path.display()))?;
+    let content = gguf_file::Content::read(&mut file)
+        .map_err(|e| anyhow!("{} is not a valid GGUF file: {}", path.display(), crate::first_line(&e)))?;
     from_gguf_metadata(&Metadata::new(&content.metadata))
 }
 

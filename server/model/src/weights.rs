@@ -9,6 +9,9 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 use std::borrow::Cow;
+use std::sync::Mutex;
+
+use crate::ops;
 
 use crate::WeightFormat;
 
@@ -34,6 +37,10 @@ impl RawWeight {
         }
     }
 
+    fn is_block_quantized(&self) -> bool {
+        matches!(self, Self::Quantized(q) if !is_float(q.dtype()))
+    }
+
     pub fn to_f32(&self) -> Result<Tensor> {
         Ok(match self {
             Self::Quantized(q) => q.dequantize(&Device::Cpu)?,
@@ -49,9 +56,17 @@ impl RawWeight {
 
 /// One matmul of a [`Linear`]: `n` outputs from a `k_in`-wide (possibly zero-padded) input.
 struct Part {
-    matmul: QMatMul,
+    kernel: Kernel,
     k_in: usize,
     n: usize,
+}
+
+enum Kernel {
+    /// candle's quantized matmul: each output row is computed on its own (row-independent).
+    Quantized(QMatMul),
+    /// Row-major f32 weights `[n, k]`. candle's f32 gemm picks kernels by batch size, so a
+    /// row's result would change with the number of rows; these use [`ops::dot_rows`].
+    Dense(Vec<f32>),
 }
 
 /// `y = x W^T (+ b)` for a batch of rows, possibly made of several stacked parts.
@@ -89,22 +104,23 @@ impl Linear {
     }
 
     fn run_part(&self, part: &Part, x: &[f32], m: usize) -> Result<Vec<f32>> {
-        // A dense (gemm) product of a single row rounds differently from the same row
-        // inside a larger batch; running it as two rows keeps every row's result
-        // independent of the batch size, which exact tree verification relies on.
-        let rows = if matches!(part.matmul, QMatMul::QTensor(_)) { m } else { m.max(2) };
-        let mut input = Vec::with_capacity(rows * part.k_in);
-        for row in x.chunks_exact(self.in_dim) {
-            input.extend_from_slice(row);
-            input.resize(input.len() + part.k_in - self.in_dim, 0.0);
+        let input = if part.k_in > self.in_dim {
+            let mut padded = Vec::with_capacity(m * part.k_in);
+            for row in x.chunks_exact(self.in_dim) {
+                padded.extend_from_slice(row);
+                padded.resize(padded.len() + part.k_in - self.in_dim, 0.0);
+            }
+            Cow::Owned(padded)
+        } else {
+            Cow::Borrowed(x)
+        };
+        match &part.kernel {
+            Kernel::Quantized(mm) => {
+                let t = Tensor::from_slice(&input, (m, part.k_in), &Device::Cpu)?;
+                Ok(mm.forward(&t)?.flatten_all()?.to_vec1::<f32>()?)
+            }
+            Kernel::Dense(w) => Ok(dense_matmul(w, part.n, part.k_in, &input, m)),
         }
-        while input.len() < rows * part.k_in {
-            input.extend_from_within(0..part.k_in);
-        }
-        let t = Tensor::from_vec(input, (rows, part.k_in), &Device::Cpu)?;
-        let mut y = part.matmul.forward(&t)?.flatten_all()?.to_vec1::<f32>()?;
-        y.truncate(m * part.n);
-        Ok(y)
     }
 }
 
@@ -159,7 +175,7 @@ impl Converter {
             w = Tensor::cat(&[&w, &zeros], 1)?;
         }
         let q = QTensor::quantize(&w, GgmlDType::Q8_0)?;
-        Ok(Part { matmul: QMatMul::from_qtensor(q)?, k_in, n })
+        Ok(Part { kernel: Kernel::Quantized(QMatMul::from_qtensor(q)?), k_in, n })
     }
 
     /// Describes the conversion for [`crate::ModelInfo::weights`].
@@ -185,18 +201,42 @@ fn stack_f32(parts: &[RawWeight]) -> Result<Tensor> {
 }
 
 fn dense_part(parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
-    Ok(Part { matmul: QMatMul::Tensor(stack_f32(parts)?.contiguous()?), k_in: k, n })
+    let w = stack_f32(parts)?.flatten_all()?.to_vec1::<f32>()?;
+    Ok(Part { kernel: Kernel::Dense(w), k_in: k, n })
+}
+
+/// `x [m, k] · w [n, k]^T`, parallel over tiles of weight rows on candle's thread pool.
+fn dense_matmul(w: &[f32], n: usize, k: usize, x: &[f32], m: usize) -> Vec<f32> {
+    const TILE: usize = 16;
+    // Column-major result, so that each tile of weight rows owns one contiguous block.
+    let mut by_column = vec![0f32; n * m];
+    let blocks: Vec<Mutex<&mut [f32]>> = by_column.chunks_mut(TILE * m).map(Mutex::new).collect();
+    candle_core::utils::barrier_pool().execute_chunked(blocks.len(), |tiles| {
+        for t in tiles {
+            let rows = &w[t * TILE * k..((t + 1) * TILE).min(n) * k];
+            let mut dst = blocks[t].lock().unwrap_or_else(|e| e.into_inner());
+            ops::dot_rows(rows, x, k, &mut dst);
+        }
+    });
+    drop(blocks);
+    let mut out = vec![0f32; m * n];
+    for (j, column) in by_column.chunks_exact(m).enumerate() {
+        for (r, v) in column.iter().enumerate() {
+            out[r * n + j] = *v;
+        }
+    }
+    out
 }
 
 /// Keeps quantized weights as stored. Parts of one quantized type are stacked by
 /// concatenating their blocks (rows are whole blocks); mixed types stay separate.
 fn native_parts(parts: Vec<RawWeight>, n: usize, k: usize) -> Result<Vec<Part>> {
     let first_q = match parts.first() {
-        Some(RawWeight::Quantized(q)) => Some(q.dtype()),
+        Some(RawWeight::Quantized(q)) if !is_float(q.dtype()) => Some(q.dtype()),
         _ => None,
     };
     let all_same_quant = parts.iter().all(|p| matches!(p, RawWeight::Quantized(q) if Some(q.dtype()) == first_q));
-    if parts.iter().all(|p| matches!(p, RawWeight::Dense(_))) {
+    if first_q.is_none() && parts.iter().all(|p| !p.is_block_quantized()) {
         return Ok(vec![dense_part(&parts, n, k)?]);
     }
     if all_same_quant && parts.len() > 1 {
@@ -209,19 +249,26 @@ fn native_parts(parts: Vec<RawWeight>, n: usize, k: usize) -> Result<Vec<Part>> 
         }
         let storage = QStorage::from_data(Cow::Owned(bytes), &Device::Cpu, dtype)?;
         let q = QTensor::new(storage, (n, k))?;
-        return Ok(vec![Part { matmul: QMatMul::from_qtensor(q)?, k_in: k, n }]);
+        return Ok(vec![Part { kernel: Kernel::Quantized(QMatMul::from_qtensor(q)?), k_in: k, n }]);
     }
     parts
         .into_iter()
-        .map(|p| {
-            let (pn, pk) = p.dims()?;
-            let matmul = match p {
-                RawWeight::Quantized(q) => QMatMul::from_qtensor(q)?,
-                RawWeight::Dense(t) => QMatMul::Tensor(t.to_dtype(DType::F32)?.contiguous()?),
-            };
-            Ok(Part { matmul, k_in: pk, n: pn })
+        .map(|p| match p {
+            RawWeight::Quantized(q) if !is_float(q.dtype()) => {
+                let (n, k) = q.shape().dims2()?;
+                Ok(Part { kernel: Kernel::Quantized(QMatMul::from_qtensor(q)?), k_in: k, n })
+            }
+            p => {
+                let (n, k) = p.dims()?;
+                dense_part(&[p], n, k)
+            }
         })
         .collect()
+}
+
+/// GGUF may store small or sensitive tensors unquantized; those run as dense f32.
+fn is_float(dtype: GgmlDType) -> bool {
+    matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
 }
 
 /// candle's fast x86 kernels for Q8_0 (AVX-512 VNNI / AVX-VNNI) only serve input widths

@@ -3,11 +3,16 @@
 
 use super::{parse_strategy, EngineArgs};
 use crate::completion::{Completer, CompletionRequest, Strategy};
+use crate::config::Config;
 use crate::text_position;
+use crate::workspace::paths::workspace_store_path;
+use crate::workspace::{index_workspace, SharedStore, WalkConfig};
 use anyhow::{Context, Result};
 use clap::Args;
+use copilotd_model::Tokenizer;
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 #[derive(Args, Debug)]
 pub struct CompleteArgs {
@@ -36,11 +41,32 @@ pub struct CompleteArgs {
     engine: EngineArgs,
 }
 
+/// The workspace's repository datastore, brought up to date (reusing what
+/// `copilotd index` or the daemon persisted).
+fn index_quietly(workspace: &Path, tokenizer: &Tokenizer) -> Result<SharedStore> {
+    let (config, _) = Config::load();
+    let root = workspace.canonicalize().with_context(|| format!("cannot open workspace {}", workspace.display()))?;
+    let walk = WalkConfig::new(&config.languages, &config.ignore)?;
+    let encoder = tokenizer.clone();
+    let tokenize = move |text: &str| encoder.encode(text);
+    let (store, summary) = index_workspace(&root, &walk, &tokenize, &workspace_store_path(&root)?, &|_, _| {})?;
+    if let Some(warning) = summary.warning {
+        eprintln!("copilotd: warning: {warning}");
+    }
+    Ok(Arc::new(RwLock::new(store)))
+}
+
 pub fn run(args: &CompleteArgs) -> Result<()> {
     let path = args.workspace.join(&args.file);
     let text = text_position::read_source_file(&path)?;
     let cursor = text_position::offset_of_line_column(&text, args.line, args.column)?;
     let mut completer = Completer::load(&args.engine.settings())?;
+    if args.strategy.uses_common_store() {
+        completer.load_common_store()?;
+    }
+    if args.strategy.uses_repository_store() {
+        completer.set_repository(index_quietly(&args.workspace, completer.tokenizer())?);
+    }
     let relative = args.file.to_string_lossy();
     let request = CompletionRequest {
         text: &text,

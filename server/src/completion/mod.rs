@@ -159,6 +159,8 @@ pub struct Completer {
     /// This model's forward cost curve, measured (or read from the cache)
     /// at the first request that drafts.
     cost_curve: Option<CostCurve>,
+    /// Each token id's text, for token healing.
+    token_texts: Option<Vec<String>>,
     recent: VecDeque<CompletionStats>,
 }
 
@@ -182,6 +184,7 @@ impl Completer {
             settings,
             sources,
             cost_curve: None,
+            token_texts: None,
             recent: VecDeque::new(),
         }
     }
@@ -258,9 +261,10 @@ impl Completer {
         );
         let fim = self.info.fim.as_ref().filter(|_| self.settings.fim);
         let prompt = prompt::build(&self.tokenizer, text, request.cursor, &self.settings.prompt, fim)?;
-        if prompt.is_empty() {
+        if prompt.tokens.is_empty() {
             return Ok(self.empty_completion(request.strategy));
         }
+        let first_token_among = (!prompt.healed.is_empty()).then(|| self.tokens_starting_with(&prompt.healed));
         let line_start = text[..request.cursor].rfind('\n').map_or(0, |i| i + 1);
         let rules = StopRules::new(&text[line_start..request.cursor], is_python(request.path), self.settings.max_lines);
 
@@ -268,10 +272,13 @@ impl Completer {
             max_new_tokens: request.max_tokens.max(1),
             end_tokens: self.info.eos_tokens.clone(),
             sampling: None,
+            first_token_among,
         };
+        let healed = prompt.healed.clone();
         let tokenizer = self.tokenizer.clone();
-        let mut stop =
-            |generated: &[u32]| tokenizer.decode(generated).map(|text| rules.apply(&text).1).unwrap_or(false);
+        let mut stop = |generated: &[u32]| {
+            tokenizer.decode(generated).map(|text| rules.apply(after_cursor(&text, &healed)).1).unwrap_or(false)
+        };
         let hooks = DecodeHooks { stop: &mut stop, cancelled };
         let mut drafter = self.sources.drafter(request.strategy, &self.tokenizer)?;
         if drafter.is_some() && self.sources.needs_cost_curve() {
@@ -287,18 +294,28 @@ impl Completer {
         let drafter = drafter.as_mut().map(|d| d.as_mut() as &mut dyn Drafter);
         let mut fixed = FixedBudget { nodes: 0, depth: 0 };
         let budget = self.sources.budget_policy(&mut fixed);
-        let generation = self.session.generate(&prompt, &options, drafter, budget, hooks)?;
+        let generation = self.session.generate(&prompt.tokens, &options, drafter, budget, hooks)?;
         if generation.stop == StopReason::Cancelled {
             return Err(Cancelled.into());
         }
         let decoded = self.tokenizer.decode(&generation.tokens)?;
-        let text = rules.apply(&decoded).0.to_string();
+        let text = rules.apply(after_cursor(&decoded, &healed)).0.to_string();
         let stats = CompletionStats::new(request.strategy, &generation.stats, generation.stop);
         self.recent.push_back(stats.clone());
         if self.recent.len() > RECENT_WINDOW {
             self.recent.pop_front();
         }
         Ok(Completion { text, tokens: generation.tokens, stats })
+    }
+
+    /// Token ids whose text starts with `prefix` (the vocabulary's texts are
+    /// decoded once, at the first use).
+    fn tokens_starting_with(&mut self, prefix: &str) -> Vec<u32> {
+        let tokenizer = &self.tokenizer;
+        let texts = self.token_texts.get_or_insert_with(|| {
+            (0..tokenizer.vocab_size() as u32).map(|id| tokenizer.decode(&[id]).unwrap_or_default()).collect()
+        });
+        (0..texts.len() as u32).filter(|&id| texts[id as usize].starts_with(prefix)).collect()
     }
 
     fn empty_completion(&self, strategy: Strategy) -> Completion {
@@ -308,6 +325,12 @@ impl Completer {
             stats: CompletionStats::new(strategy, &DecodeStats::default(), StopReason::MaxTokens),
         }
     }
+}
+
+/// The generated text after the cursor: without the healed text that the
+/// first token restored.
+fn after_cursor<'a>(generated: &'a str, healed: &str) -> &'a str {
+    generated.strip_prefix(healed).unwrap_or(generated)
 }
 
 /// Python rules apply to `.py`/`.pyi` files and to buffers without a path.

@@ -24,22 +24,45 @@ impl Default for PromptBudget {
     }
 }
 
-/// Token ids of the prompt for a cursor at byte `cursor` of `text`.
+/// A prompt ready for the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prompt {
+    pub tokens: Vec<u32>,
+    /// Text of the prompt's last token, removed for token healing: the
+    /// completion's first token must start with it, and it is not part of
+    /// the completion. Empty when nothing was removed.
+    pub healed: String,
+}
+
+/// The prompt for a cursor at byte `cursor` of `text`.
 ///
 /// The window starts at a line start so that consecutive requests on the
 /// same file tokenize to the same leading tokens, which is what lets the KV
 /// cache of the previous prompt be reused.
+///
+/// Prefix prompts are token-healed: text before a cursor usually ends in the
+/// middle of what the model would write as one token (indentation before a
+/// statement, half a word), so the last token is taken off and the model
+/// chooses the first token among those that restore it.
 pub fn build(
     tokenizer: &Tokenizer,
     text: &str,
     cursor: usize,
     budget: &PromptBudget,
     fim: Option<&FimTokens>,
-) -> Result<Vec<u32>> {
+) -> Result<Prompt> {
     anyhow::ensure!(text.is_char_boundary(cursor), "cursor at byte {cursor} is not at a character boundary");
     let (before, after) = text.split_at(cursor);
     let Some(fim) = fim else {
-        return prefix_tokens(tokenizer, before, budget.max_tokens);
+        let mut tokens = prefix_tokens(tokenizer, before, budget.max_tokens)?;
+        let healed = match tokens.len() {
+            0 | 1 => String::new(),
+            _ => {
+                let last = tokens.pop().expect("two or more tokens");
+                tokenizer.decode(&[last])?
+            }
+        };
+        return Ok(Prompt { tokens, healed });
     };
     let suffix_budget = (budget.max_tokens as f32 * budget.suffix_share) as usize;
     let mut suffix = tokenizer.encode(window_from_start(after, suffix_budget * BYTES_PER_TOKEN_WINDOW))?;
@@ -51,7 +74,7 @@ pub fn build(
     prompt.push(fim.suffix);
     prompt.extend(suffix);
     prompt.push(fim.middle);
-    Ok(prompt)
+    Ok(Prompt { tokens: prompt, healed: String::new() })
 }
 
 fn prefix_tokens(tokenizer: &Tokenizer, before: &str, max_tokens: usize) -> Result<Vec<u32>> {

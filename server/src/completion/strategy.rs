@@ -25,6 +25,16 @@ pub enum Strategy {
 impl Strategy {
     pub const ALL: [Strategy; 5] = [Strategy::Ar, Strategy::Pld, Strategy::Rest, Strategy::FastCoder, Strategy::Auto];
 
+    /// Whether drafting reads the common datastore.
+    pub fn uses_common_store(self) -> bool {
+        matches!(self, Strategy::Rest | Strategy::FastCoder | Strategy::Auto)
+    }
+
+    /// Whether drafting reads the repository datastore.
+    pub fn uses_repository_store(self) -> bool {
+        matches!(self, Strategy::FastCoder | Strategy::Auto)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Strategy::Ar => "ar",

@@ -152,13 +152,14 @@ impl Engine {
     /// Runs one completion, waiting for the model if it is still loading. Stops within one
     /// decode step once `flag` is cancelled.
     pub async fn complete(&self, job: Job, flag: CancelFlag) -> Result<Completion, CompleteError> {
-        let cancelled = |flag: &CancelFlag| flag.reason().map(CompleteError::Cancelled);
         let mut states = self.load.subscribe();
-        let state = states
-            .wait_for(|state| !matches!(state, Load::Loading { .. }))
-            .await
-            .map(|state| state.clone())
-            .unwrap_or(Load::Idle);
+        let waiting = states
+            // Idle: `initialized` (which starts the load) has not been handled yet.
+            .wait_for(|state| !matches!(state, Load::Idle | Load::Loading { .. }));
+        let state = tokio::select! {
+            state = waiting => state.map(|state| state.clone()).unwrap_or(Load::Idle),
+            reason = cancellation(&flag) => return Err(CompleteError::Cancelled(reason)),
+        };
         let loaded = match state {
             Load::Ready(loaded) => loaded,
             Load::Failed { model, error } => {
@@ -168,12 +169,13 @@ impl Engine {
                 return Err(CompleteError::Unavailable("the model is not loaded yet".to_owned()))
             }
         };
-        if let Some(err) = cancelled(&flag) {
-            return Err(err);
-        }
-        let mut completer = Arc::clone(&loaded.completer).lock_owned().await;
-        if let Some(err) = cancelled(&flag) {
-            return Err(err);
+        // Requests queue for the model; a superseded one leaves the queue at once.
+        let mut completer = tokio::select! {
+            completer = Arc::clone(&loaded.completer).lock_owned() => completer,
+            reason = cancellation(&flag) => return Err(CompleteError::Cancelled(reason)),
+        };
+        if let Some(reason) = flag.reason() {
+            return Err(CompleteError::Cancelled(reason));
         }
         let worker_flag = flag.clone();
         let outcome = tokio::task::spawn_blocking(move || {
@@ -203,5 +205,15 @@ impl Engine {
             Ok((Err(err), _)) => Err(CompleteError::Failed(err)),
             Err(join) => Err(CompleteError::Panicked(join.to_string())),
         }
+    }
+}
+
+/// Resolves when `flag` is cancelled (polled: cancellation is a flag shared with the decode loop).
+async fn cancellation(flag: &CancelFlag) -> Cancelled {
+    loop {
+        if let Some(reason) = flag.reason() {
+            return reason;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }

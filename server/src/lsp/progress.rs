@@ -37,11 +37,7 @@ pub fn channel() -> (ProgressSink, watch::Receiver<(usize, usize)>) {
 }
 
 fn percentage(done: usize, total: usize) -> u32 {
-    if total == 0 {
-        0
-    } else {
-        (done.min(total) * 100 / total) as u32
-    }
+    (done.min(total) * 100).checked_div(total).unwrap_or(0) as u32
 }
 
 /// Reports the job's progress to the client until `job` resolves to its final message. When the

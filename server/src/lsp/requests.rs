@@ -90,8 +90,9 @@ impl InFlight {
         }
     }
 
-    /// Number of live requests (for tests and status).
-    pub fn len(&self) -> usize {
+    /// Number of live requests.
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.live().len()
     }
 }

@@ -121,12 +121,7 @@ impl WorkspaceLink {
 }
 
 /// Runs on the workspace thread for every indexing state change.
-fn report(
-    state: &IndexState,
-    sink: &ProgressSink,
-    finish: &watch::Sender<Option<Outcome>>,
-    status: &IndexStatus,
-) {
+fn report(state: &IndexState, sink: &ProgressSink, finish: &watch::Sender<Option<Outcome>>, status: &IndexStatus) {
     match state {
         IndexState::Indexing { done, total } => {
             status.set_state(StatusState::Indexing);

@@ -1,6 +1,6 @@
 //! Indexing figures on a real code base (ignored test; prints, never asserts
 //! speed). Run with optimisations, e.g.
-//! `CARGO_PROFILE_DEV_OPT_LEVEL=3 cargo test --lib workspace::measure -- --ignored --nocapture`.
+//! `CARGO_TARGET_DIR=/tmp/opt CARGO_PROFILE_DEV_OPT_LEVEL=3 cargo test --lib workspace::measure -- --ignored --nocapture`.
 //! Corpus: `$COPILOTD_INDEX_CORPUS`, default the Python standard library
 //! (its `*.py` files are copied to a temporary workspace). The real tokenizer
 //! is used when `$COPILOTD_MODEL` names a GGUF file.

@@ -329,3 +329,35 @@ fn dropping_the_workspace_saves_its_changes() {
     let saved = RepositoryStore::load(&store_path, tokenizer_fingerprint(&bytes).unwrap()).unwrap();
     assert!(knows(&saved, "added_liv"));
 }
+
+#[test]
+fn renames_move_tokens_without_tokenizing_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    write(&root, "pkg/a.py", b"def moved_function(): pass\n");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let tokenize = move |text: &str| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        bytes(text)
+    };
+    let ws = LiveWorkspace::start(
+        &root,
+        WalkConfig::default(),
+        Arc::new(tokenize),
+        dir.path().join("repo.store"),
+        Box::new(|_| {}),
+    )
+    .unwrap();
+    ws.sync();
+    let before = calls.load(Ordering::SeqCst);
+    fs::rename(ws.root().join("pkg"), ws.root().join("lib")).unwrap();
+    eventually(&ws, SECOND, "renamed directory", |s| s.contains("lib/a.py") && !s.contains("pkg/a.py"));
+    assert!(knows(&ws.store().read().unwrap(), "moved_func"));
+    assert_eq!(calls.load(Ordering::SeqCst), before, "a rename needs no tokenizing");
+    // The renamed directory is watched under its new name.
+    write(ws.root(), "lib/b.py", b"def after_the_move(): pass\n");
+    eventually(&ws, SECOND, "file in the renamed directory", |s| s.contains("lib/b.py") && knows(s, "after_the_m"));
+    assert!(!ws.store().read().unwrap().contains("pkg/b.py"));
+}

@@ -114,17 +114,22 @@ fn build_group(corpus: &Corpus, occ: &Occurrences, keep: usize, params: &CommonP
     }
     let mut group = Group::default();
     let mut trie = ContinuationTrie::default();
+    let mut continuations: Vec<&[u32]> = Vec::new();
     for (start, len) in chosen {
         let occurrences = &occ.items[start as usize..(start + len) as usize];
         // Very frequent n-grams: read an evenly spread sample, each sampled
         // occurrence standing for `stride` of them.
         let stride = occurrences.len().div_ceil(params.max_occurrences.max(1));
-        trie.clear();
-        for &(_, pos) in occurrences.iter().step_by(stride) {
+        continuations.clear();
+        continuations.extend(occurrences.iter().step_by(stride).map(|&(_, pos)| {
             let from = pos as usize + n;
-            let continuation = tokens[from..].iter().take(params.continuation_len).take_while(|&&t| t != SEP);
-            let continuation: Vec<u32> = continuation.copied().collect();
-            trie.insert(&continuation, stride as u32);
+            let len = tokens[from..].iter().take(params.continuation_len).take_while(|&&t| t != SEP).count();
+            &tokens[from..from + len]
+        }));
+        continuations.sort_unstable();
+        trie.clear();
+        for continuation in &continuations {
+            trie.insert(continuation, stride as u32);
         }
         let nodes: Vec<Node> = trie.prune(params.tree_nodes);
         let first = occurrences[0].1 as usize;

@@ -29,14 +29,18 @@ impl ContinuationTrie {
         self.token.len() - 1
     }
 
-    /// Adds one occurrence's continuation, counted `weight` times.
+    /// Adds one occurrence's continuation, counted `weight` times. Inserting
+    /// continuations in sorted order makes this O(length): the child sought is
+    /// then always the last one added, which is checked first.
     pub fn insert(&mut self, continuation: &[u32], weight: u32) {
         if self.token.is_empty() {
             self.push(0);
         }
         let mut node = 0;
         for &t in continuation {
-            let found = self.children[node].iter().map(|&c| c as usize).find(|&c| self.token[c] == t);
+            let siblings = &self.children[node];
+            let last = siblings.last().map(|&c| c as usize).filter(|&c| self.token[c] == t);
+            let found = last.or_else(|| siblings.iter().map(|&c| c as usize).find(|&c| self.token[c] == t));
             node = match found {
                 Some(c) => c,
                 None => {

@@ -2,6 +2,9 @@
 
 #![allow(dead_code)] // each test binary uses a subset
 
+pub mod exact;
+pub mod tiny;
+
 use copilotd_model::{LoadOptions, Model, WeightFormat, DEFAULT_MODEL_FILE};
 use std::path::PathBuf;
 

@@ -1,0 +1,106 @@
+//! Bad model inputs give a one-line error naming the problem, never a panic.
+
+mod common;
+
+use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{DType, Device, Tensor};
+use copilotd_model::{LoadOptions, Model};
+use std::path::Path;
+
+fn load_error(path: &Path) -> String {
+    let err = match Model::load(path, &LoadOptions::default()) {
+        Ok(_) => panic!("{} loaded", path.display()),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(!err.contains('\n'), "not one line: {err}");
+    err
+}
+
+fn write_gguf(path: &Path, metadata: &[(&str, Value)]) {
+    let t = QTensor::quantize(&Tensor::zeros((4, 32), DType::F32, &Device::Cpu).unwrap(), GgmlDType::F32).unwrap();
+    let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+    let mut f = std::fs::File::create(path).unwrap();
+    gguf_file::write(&mut f, &md, &[("token_embd.weight", &t)]).unwrap();
+}
+
+#[test]
+fn missing_file() {
+    let err = load_error(Path::new("/nonexistent/model.gguf"));
+    assert!(err.contains("model not found: /nonexistent/model.gguf"), "{err}");
+}
+
+#[test]
+fn file_that_is_not_gguf() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.gguf");
+    std::fs::write(&path, b"this is not a model, just some text\n").unwrap();
+    let err = load_error(&path);
+    assert!(err.contains("not a valid GGUF file"), "{err}");
+    std::fs::write(&path, b"").unwrap();
+    assert!(load_error(&path).contains("not a valid GGUF file"));
+}
+
+#[test]
+fn unsupported_architecture() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gpt2.gguf");
+    write_gguf(&path, &[("general.architecture", Value::String("gpt2".into()))]);
+    let err = load_error(&path);
+    assert!(err.contains("unsupported model architecture 'gpt2'"), "{err}");
+}
+
+#[test]
+fn missing_hyper_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("llama.gguf");
+    write_gguf(&path, &[("general.architecture", Value::String("llama".into()))]);
+    let err = load_error(&path);
+    assert!(err.contains("'llama.embedding_length' is missing"), "{err}");
+}
+
+#[test]
+fn truncated_real_model() {
+    let Some(model) = common::model_path() else { return };
+    let bytes = std::fs::read(&model).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("truncated.gguf");
+    // Cut inside the metadata (the vocabulary), then inside the tensor data.
+    std::fs::write(&path, &bytes[..200_000]).unwrap();
+    let err = load_error(&path);
+    assert!(err.contains("not a valid GGUF file"), "{err}");
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let err = load_error(&path);
+    assert!(err.contains("cannot read tensor") && err.contains("truncated.gguf"), "{err}");
+}
+
+#[test]
+fn broken_safetensors_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(load_error(dir.path()).contains("no tokenizer.json"));
+    common::tiny::write(dir.path(), false, DType::F32);
+    let config = dir.path().join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("\"llama\"", "\"gpt_neox\"")).unwrap();
+    assert!(load_error(dir.path()).contains("unsupported model architecture 'gpt_neox'"));
+    std::fs::write(&config, "{ not json").unwrap();
+    assert!(load_error(dir.path()).contains("not valid JSON"));
+    std::fs::write(&config, text).unwrap();
+    std::fs::write(dir.path().join("model.safetensors"), b"garbage").unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains("model.safetensors"), "{err}");
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    assert!(load_error(dir.path()).contains("no .safetensors files"));
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    common::tiny::write(dir.path(), true, DType::F32);
+    let path = dir.path().join("model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    tensors.remove("model.layers.1.self_attn.k_proj.bias");
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains("tensor 'model.layers.1.self_attn.k_proj.bias' is missing"), "{err}");
+}

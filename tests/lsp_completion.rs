@@ -1,0 +1,195 @@
+//! Inline completions over LSP with the real model: the same text as `copilotd complete`, edits
+//! reflected, prompt reuse, cancellation and supersession. Talks JSON-RPC over stdio to the real
+//! `copilotd --stdio`. Speed is printed, never asserted, except relative to a run in the same
+//! process (a cancelled generation must stop long before a full one would end).
+
+mod support;
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use support::*;
+
+/// The model tests share 2 cores; run them one at a time.
+static MODEL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    MODEL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The fixture with the body of the `value` property (line 28, 0-based) emptied to its
+/// indentation: the cursor goes at the end of that line.
+fn inventory() -> String {
+    let fixture =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bench_sample.py")).unwrap();
+    let mut lines: Vec<&str> = fixture.split('\n').collect();
+    assert_eq!(lines[27], "    def value(self) -> float:", "the fixture changed");
+    lines[28] = "        ";
+    lines.join("\n")
+}
+
+fn last_stats(client: &mut copilotd::lsp::client::StdioClient) -> Value {
+    status(client)["last"].clone()
+}
+
+#[test]
+fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
+    let Some(model) = model_path() else { return };
+    let _serial = serial();
+    let workspace = tempfile::tempdir().unwrap();
+    let text = inventory();
+    std::fs::write(workspace.path().join("inventory.py"), &text).unwrap();
+    let max_tokens = 24;
+    let mut harness = start(Some(workspace.path()), options(&model, max_tokens));
+    let client = &mut harness.client;
+    let uri = uri(&workspace.path().join("inventory.py"));
+    open(client, &uri, &text);
+
+    // 1. The buffer as on disk: the same text as the CLI.
+    let started = Instant::now();
+    let first = complete(client, &uri, 28, 8);
+    let first_ms = started.elapsed().as_millis();
+    let cli = cli_completion(&model, workspace.path(), "inventory.py", 28, 8, max_tokens);
+    assert_eq!(first, cli["text"].as_str().unwrap(), "LSP and CLI differ at the same cursor");
+    assert!(!first.trim().is_empty(), "an empty completion proves nothing");
+    let stats = last_stats(client);
+    assert_eq!(stats["reused_prompt_tokens"], 0, "first request: {stats}");
+
+    // 2. Retype the signature above the cursor, one keystroke per didChange (never saved):
+    // the completion follows the buffer, exactly as the CLI does on the edited text.
+    let old = "value(self) -> float";
+    let new = "describe(self) -> str";
+    change(client, &uri, 2, (27, 8), (27, 8 + old.len() as u32), "");
+    for (i, ch) in new.chars().enumerate() {
+        change(client, &uri, 3 + i as i32, (27, 8 + i as u32), (27, 8 + i as u32), &ch.to_string());
+    }
+    let started = Instant::now();
+    let second = complete(client, &uri, 28, 8);
+    let second_ms = started.elapsed().as_millis();
+    let edited = tempfile::tempdir().unwrap();
+    std::fs::write(edited.path().join("inventory.py"), text.replacen(old, new, 1)).unwrap();
+    let cli = cli_completion(&model, edited.path(), "inventory.py", 28, 8, max_tokens);
+    assert_eq!(second, cli["text"].as_str().unwrap(), "the edited buffer is not what was completed");
+    assert_ne!(first, second, "the edit should change the completion");
+    let stats = last_stats(client);
+    let reused = stats["reused_prompt_tokens"].as_u64().unwrap();
+    assert!(reused > 0, "the prompt before the edit is reused: {stats}");
+
+    // 3. One more keystroke at the cursor: almost the whole prompt is reused.
+    change(client, &uri, 100, (28, 8), (28, 8), "r");
+    let started = Instant::now();
+    let third = complete(client, &uri, 28, 9);
+    let third_ms = started.elapsed().as_millis();
+    let stats = last_stats(client);
+    let (prompt, reused) = (stats["prompt_tokens"].as_u64().unwrap(), stats["reused_prompt_tokens"].as_u64().unwrap());
+    assert!(reused + 4 >= prompt, "a keystroke costs a few tokens of prefill: {stats}");
+    eprintln!("after typing 'r': {third:?}");
+    eprintln!(
+        "latency: first {first_ms} ms (cold prompt), after an edit above {second_ms} ms, after a keystroke {third_ms} ms \
+         ({reused}/{prompt} prompt tokens reused)"
+    );
+
+    let status = status(client);
+    assert_eq!(status["completions"], 3, "{status}");
+    assert!(status["tokensPerSecond"].as_f64().unwrap() > 0.0, "{status}");
+    assert!(status["acceptanceLength"].as_f64().unwrap() >= 1.0, "{status}");
+    assert_eq!(status["modelState"], "ready");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
+/// A buffer the model continues at length (no stop rule fires).
+const ENDLESS: &str = "NUMBERS = {\n    \"one\": 1,\n    \"two\": 2,\n    \"three\": 3,\n    \"four\": 4,\n    \
+    \"five\": 5,\n    \"six\": 6,\n    \"seven\": 7,\n    \"eight\": 8,\n    \"nine\": 9,\n    \"ten\": 10,\n    \"";
+
+fn set_max_tokens(client: &mut copilotd::lsp::client::StdioClient, max_tokens: usize) {
+    client.notify("workspace/didChangeConfiguration", json!({"settings": {"maxTokens": max_tokens}})).unwrap();
+}
+
+#[test]
+fn cancelled_and_superseded_requests_stop_promptly() {
+    let Some(model) = model_path() else { return };
+    let _serial = serial();
+    let full_tokens = 64;
+    let mut harness = start(None, options(&model, full_tokens));
+    let client = &mut harness.client;
+    let (a, b) = ("file:///tmp/copilotd-cancel/a.py", "file:///tmp/copilotd-cancel/b.py");
+    open(client, a, ENDLESS);
+    open(client, b, ENDLESS);
+    let end = (11, 5);
+
+    // A full generation, for reference (its prompt is then cached).
+    complete(client, a, end.0, end.1);
+    let started = Instant::now();
+    complete(client, a, end.0, end.1);
+    let full = started.elapsed();
+    let stats = last_stats(client);
+    assert_eq!(stats["new_tokens"], full_tokens, "premise: the buffer is continued to the limit: {stats}");
+
+    // $/cancelRequest: answered with RequestCancelled, and the model is free again within a
+    // decode step: a 1-token request on an identical buffer (prompt fully reused) is answered
+    // long before the cancelled generation would have ended.
+    let id = request_completion(client, a, end.0, end.1);
+    std::thread::sleep(full / 8);
+    let cancelled_at = Instant::now();
+    client.notify("$/cancelRequest", json!({"id": id})).unwrap();
+    let response = client.response(id, QUICK).unwrap();
+    let answered = cancelled_at.elapsed();
+    assert_eq!(error_code(&response), Some(-32800), "{response}");
+    set_max_tokens(client, 1);
+    let next = complete(client, b, end.0, end.1);
+    let freed = cancelled_at.elapsed();
+    eprintln!(
+        "full {full_tokens}-token generation {full:?}; cancel answered in {answered:?}; next request answered {freed:?} after the cancel"
+    );
+    assert!(!next.is_empty());
+    assert!(freed < full / 2, "generation went on after the cancel: {freed:?} vs a full run of {full:?}");
+    assert_eq!(last_stats(client)["new_tokens"], 1);
+
+    // A newer request for the same document supersedes the older one.
+    set_max_tokens(client, 8);
+    let older = request_completion(client, a, end.0, end.1);
+    let newer = request_completion(client, a, end.0, end.1);
+    let response = client.response(older, SLOW).unwrap();
+    assert_eq!(error_code(&response), Some(-32800), "{response}");
+    assert!(response["error"]["message"].as_str().unwrap().contains("superseded"), "{response}");
+    assert!(!completion_text(&client.response(newer, SLOW).unwrap()).is_empty());
+
+    // An edit of the document supersedes its request too.
+    let id = request_completion(client, a, end.0, end.1);
+    change(client, a, 2, end, end, "e");
+    let response = client.response(id, SLOW).unwrap();
+    assert_eq!(error_code(&response), Some(-32801), "{response}");
+    // ... but not a request for another document.
+    let other = request_completion(client, b, end.0, end.1);
+    change(client, a, 3, (11, 6), (11, 6), "l");
+    assert!(!completion_text(&client.response(other, SLOW).unwrap()).is_empty());
+    assert!(harness.client.is_alive());
+}
+
+#[test]
+fn a_ten_megabyte_buffer_is_completed_from_a_bounded_prompt() {
+    let Some(model) = model_path() else { return };
+    let _serial = serial();
+    let mut harness = start(None, options(&model, 8));
+    let client = &mut harness.client;
+    let block = "def scale_{n}(values, factor):\n    return [value * factor for value in values]\n\n\n";
+    let mut text = String::with_capacity(10_500_000);
+    let mut n = 0;
+    while text.len() < 10_000_000 {
+        text.push_str(&block.replace("{n}", &n.to_string()));
+        n += 1;
+    }
+    text.push_str("def scale_last(values, factor):\n    ");
+    let last_line = text.matches('\n').count() as u32;
+    let uri = "file:///tmp/copilotd-huge/huge.py";
+    let started = Instant::now();
+    open(client, uri, &text);
+    let completion = complete(client, uri, last_line, 4);
+    eprintln!("10 MB buffer: open + completion in {:?}: {completion:?}", started.elapsed());
+    assert!(completion.contains("return"), "{completion:?}");
+    let stats = last_stats(client);
+    assert!(stats["prompt_tokens"].as_u64().unwrap() <= 4096, "{stats}");
+    assert!(harness.client.is_alive());
+}
