@@ -4,6 +4,7 @@
 //! decoding.
 
 mod real_model;
+mod stdlib_prompts;
 
 use copilotd::completion::model_adapter::LoadedModel;
 use copilotd_draft::budget::FixedBudget;
@@ -67,7 +68,7 @@ fn speculative_greedy_equals_autoregressive_on_real_prompts() {
     // No end tokens: every prompt must run the full 128 tokens.
     let options = DecodeOptions { max_new_tokens: NEW_TOKENS, ..DecodeOptions::default() };
 
-    let prompts = real_model::function_body_prompts(PROMPTS, 4);
+    let prompts = stdlib_prompts::function_body_prompts(PROMPTS, 4);
     assert_eq!(prompts.len(), PROMPTS, "not enough stdlib prompts found");
     let (mut pld_steps, mut oracle_steps, mut ar_steps) = (0, 0, 0);
     let mut mismatches = Vec::new();
@@ -103,7 +104,7 @@ fn sampling_with_a_fixed_seed_is_reproducible() {
     let model = Model::load(&path, &LoadOptions::default()).expect("model loads");
     let tokenizer = model.tokenizer().clone();
     let mut session = Session::new(LoadedModel(model));
-    let (_, text) = &real_model::function_body_prompts(1, 4)[0];
+    let (_, text) = &stdlib_prompts::function_body_prompts(1, 4)[0];
     let tokens = tokenizer.encode(text).unwrap();
     let prompt = &tokens[tokens.len().saturating_sub(PROMPT_TOKENS)..];
     let sampled = |seed| DecodeOptions {

@@ -138,12 +138,11 @@ fn cancelled_and_superseded_requests_stop_promptly() {
     let answered = cancelled_at.elapsed();
     assert_eq!(error_code(&response), Some(-32800), "{response}");
     set_max_tokens(client, 1);
-    let next = complete(client, b, end.0, end.1);
+    complete(client, b, end.0, end.1);
     let freed = cancelled_at.elapsed();
     eprintln!(
         "full {full_tokens}-token generation {full:?}; cancel answered in {answered:?}; next request answered {freed:?} after the cancel"
     );
-    assert!(!next.is_empty());
     assert!(freed < full / 2, "generation went on after the cancel: {freed:?} vs a full run of {full:?}");
     assert_eq!(last_stats(client)["new_tokens"], 1);
 

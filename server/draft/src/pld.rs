@@ -54,10 +54,12 @@ impl Drafter for PromptLookup {
     fn propose(&mut self, context: &[u32], out: &mut Vec<Candidate>) {
         let drafts = self.lookup(context);
         let count = drafts.len();
-        // Newer occurrences weigh a little more, so they lead ties.
+        // Newer occurrences weigh a little more; the weights sum to one, like
+        // the normalised counts of the other sources they may be pooled with.
+        let total = (count * (count + 1) / 2) as f32;
         out.extend(drafts.into_iter().enumerate().map(|(rank, tokens)| Candidate {
             tokens,
-            weight: (count - rank) as f32,
+            weight: (count - rank) as f32 / total,
             source: Source::Prompt,
         }));
     }

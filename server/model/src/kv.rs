@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 
+use crate::ops::KvRows;
 use crate::tree::TreeLayout;
 
 /// Per layer and kv head, keys and values stored row after row (`head_dim` each).
@@ -14,31 +15,6 @@ pub struct KvCache {
     pending_keys: Vec<Vec<f32>>,
     pending_values: Vec<Vec<f32>>,
     pending_tree: Option<TreeLayout>,
-}
-
-/// Read access to one layer's rows for attention.
-pub struct LayerKv<'a> {
-    head_dim: usize,
-    keys: &'a [Vec<f32>],
-    values: &'a [Vec<f32>],
-    pending_keys: &'a [Vec<f32>],
-    pending_values: &'a [Vec<f32>],
-}
-
-impl<'a> LayerKv<'a> {
-    /// Keys of kv head `g`: the cache rows, then the given pending nodes.
-    pub fn keys(&self, g: usize, nodes: &'a [usize]) -> impl Iterator<Item = &'a [f32]> {
-        rows(&self.keys[g], &self.pending_keys[g], nodes, self.head_dim)
-    }
-
-    /// Values of kv head `g`, in the same order as [`Self::keys`].
-    pub fn values(&self, g: usize, nodes: &'a [usize]) -> impl Iterator<Item = &'a [f32]> {
-        rows(&self.values[g], &self.pending_values[g], nodes, self.head_dim)
-    }
-}
-
-fn rows<'a>(cache: &'a [f32], pending: &'a [f32], nodes: &'a [usize], d: usize) -> impl Iterator<Item = &'a [f32]> {
-    cache.chunks_exact(d).chain(nodes.iter().map(move |&n| &pending[n * d..(n + 1) * d]))
 }
 
 impl KvCache {
@@ -99,14 +75,15 @@ impl KvCache {
         self.pending_tree = Some(tree);
     }
 
-    pub fn layer(&self, layer: usize) -> LayerKv<'_> {
-        let range = layer * self.kv_heads..(layer + 1) * self.kv_heads;
-        LayerKv {
+    /// The rows of kv head `g` of `layer` for attention.
+    pub fn rows(&self, layer: usize, g: usize) -> KvRows<'_> {
+        let slot = layer * self.kv_heads + g;
+        KvRows {
             head_dim: self.head_dim,
-            keys: &self.keys[range.clone()],
-            values: &self.values[range.clone()],
-            pending_keys: &self.pending_keys[range.clone()],
-            pending_values: &self.pending_values[range],
+            cache_keys: &self.keys[slot],
+            cache_values: &self.values[slot],
+            pending_keys: &self.pending_keys[slot],
+            pending_values: &self.pending_values[slot],
         }
     }
 

@@ -7,7 +7,8 @@
 //! branch (see DESIGN §6 and the `exactness` tests).
 //!
 //! Weights come from a GGUF file (Llama, Qwen2) or a Hugging Face safetensors directory
-//! and are converted once at load time ([`WeightFormat`]).
+//! and are converted once at load time ([`WeightFormat`]). See `README.md` for the
+//! layout, the numerics and how to run the tests and the speed benchmark.
 
 mod config;
 mod gguf;

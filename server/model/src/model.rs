@@ -164,24 +164,40 @@ impl Model {
     }
 }
 
-/// Attention of every node and head, one (node, head) pair per work unit on candle's
-/// thread pool. Returns `[nodes, heads * head_dim]`.
+/// Nodes per attention work unit: a unit attends a block of nodes times the query
+/// heads of one kv head, sharing the loads of the cache rows.
+const ATTENTION_BLOCK: usize = 4;
+
+/// Attention of every node and head, on candle's thread pool. Returns
+/// `[nodes, heads * head_dim]`.
 fn attention(kv: &KvCache, layer: usize, q: &[f32], tree: &TreeLayout, cfg: &Config) -> Vec<f32> {
-    let (heads, hd) = (cfg.heads, cfg.head_dim);
-    let group = heads / cfg.kv_heads;
+    let (heads, kv_heads, hd) = (cfg.heads, cfg.kv_heads, cfg.head_dim);
+    let group = heads / kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
-    let mut out = vec![0f32; tree.len() * heads * hd];
-    let cells: Vec<Mutex<&mut [f32]>> = out.chunks_mut(hd).map(Mutex::new).collect();
-    let layer_kv = kv.layer(layer);
-    candle_core::utils::barrier_pool().execute_chunked(cells.len(), |units| {
+    let n = tree.len();
+    let mut out = vec![0f32; n * heads * hd];
+    // One cell per (node, kv head): the outputs of the query heads sharing that kv head.
+    let cells: Vec<Mutex<&mut [f32]>> = out.chunks_mut(group * hd).map(Mutex::new).collect();
+    let blocks = n.div_ceil(ATTENTION_BLOCK);
+    candle_core::utils::barrier_pool().execute_chunked(blocks * kv_heads, |units| {
         let mut scores = Vec::new();
         for unit in units {
-            let (node, head) = (unit / heads, unit % heads);
-            let g = head / group;
-            let visible = tree.visible(node);
-            let query = &q[unit * hd..(unit + 1) * hd];
-            let mut dst = cells[unit].lock().unwrap_or_else(|e| e.into_inner());
-            ops::attend(query, layer_kv.keys(g, visible), layer_kv.values(g, visible), scale, &mut scores, &mut dst);
+            let (block, g) = (unit / kv_heads, unit % kv_heads);
+            let nodes = block * ATTENTION_BLOCK..((block + 1) * ATTENTION_BLOCK).min(n);
+            let mut guards: Vec<_> =
+                nodes.clone().map(|i| cells[i * kv_heads + g].lock().unwrap_or_else(|e| e.into_inner())).collect();
+            let mut outs: Vec<&mut [f32]> = Vec::with_capacity(nodes.len() * group);
+            let mut queries: Vec<&[f32]> = Vec::with_capacity(outs.capacity());
+            let mut pending: Vec<&[usize]> = Vec::with_capacity(outs.capacity());
+            for (node, guard) in nodes.zip(guards.iter_mut()) {
+                for (h, o) in guard.chunks_mut(hd).enumerate() {
+                    let head = g * group + h;
+                    outs.push(o);
+                    queries.push(&q[(node * heads + head) * hd..(node * heads + head + 1) * hd]);
+                    pending.push(tree.visible(node));
+                }
+            }
+            ops::attend_block(&queries, &pending, &kv.rows(layer, g), scale, &mut scores, &mut outs);
         }
     });
     drop(cells);

@@ -90,41 +90,115 @@ impl Rotation {
     }
 }
 
-/// Attention of one query head over an ordered list of key/value rows.
+/// Keys and values one block of queries attends to: the shared cache rows, then per
+/// query its own rows among the pending (tree) entries.
+pub struct KvRows<'a> {
+    pub head_dim: usize,
+    pub cache_keys: &'a [f32],
+    pub cache_values: &'a [f32],
+    pub pending_keys: &'a [f32],
+    pub pending_values: &'a [f32],
+}
+
+/// Attention for a block of query heads that share one kv head.
 ///
-/// `keys` and `values` yield the same rows in the same order (the cache, then the
-/// node's ancestors, then the node itself). Softmax is summed sequentially in that
-/// order, so the result depends only on the query and the attended rows.
-pub fn attend<'a>(
-    q: &[f32],
-    keys: impl Iterator<Item = &'a [f32]>,
-    values: impl Iterator<Item = &'a [f32]>,
+/// Query `r` attends to every cache row, then to the pending rows `pending[r]` (its
+/// ancestors, then itself), in that order. Softmax is summed sequentially in that order
+/// and each output accumulates its rows in that order, so a query's result depends only
+/// on the query and the rows it attends to, never on the other queries of the block.
+/// The block shares the loads of cache rows between its queries.
+pub fn attend_block(
+    queries: &[&[f32]],
+    pending: &[&[usize]],
+    kv: &KvRows,
     scale: f32,
     scores: &mut Vec<f32>,
-    out: &mut [f32],
+    outs: &mut [&mut [f32]],
 ) {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         // SAFETY: the CPU supports AVX2 (checked at runtime).
-        unsafe { attend_avx2(q, keys, values, scale, scores, out) };
+        unsafe { attend_block_avx2(queries, pending, kv, scale, scores, outs) };
         return;
     }
-    attend_portable(q, keys, values, scale, scores, out);
+    attend_block_portable(queries, pending, kv, scale, scores, outs);
 }
 
 /// The same code compiled for 256-bit vectors. Rust never contracts `a * b + c` into
-/// an FMA, so this computes exactly what [`attend_portable`] computes, only faster.
+/// an FMA, so this computes exactly what the portable build computes, only faster.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn attend_avx2<'a>(
-    q: &[f32],
-    keys: impl Iterator<Item = &'a [f32]>,
-    values: impl Iterator<Item = &'a [f32]>,
+unsafe fn attend_block_avx2(
+    queries: &[&[f32]],
+    pending: &[&[usize]],
+    kv: &KvRows,
     scale: f32,
     scores: &mut Vec<f32>,
-    out: &mut [f32],
+    outs: &mut [&mut [f32]],
 ) {
-    attend_portable(q, keys, values, scale, scores, out);
+    attend_block_portable(queries, pending, kv, scale, scores, outs);
+}
+
+#[inline(always)]
+fn attend_block_portable(
+    queries: &[&[f32]],
+    pending: &[&[usize]],
+    kv: &KvRows,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    outs: &mut [&mut [f32]],
+) {
+    let d = kv.head_dim;
+    let cached = kv.cache_keys.len() / d;
+    let width = cached + pending.iter().map(|p| p.len()).max().unwrap_or(0);
+    scores.clear();
+    scores.resize(queries.len() * width, 0.0);
+    for (j, key) in kv.cache_keys.chunks_exact(d).enumerate() {
+        for (r, q) in queries.iter().enumerate() {
+            scores[r * width + j] = dot(q, key) * scale;
+        }
+    }
+    let mut sums = Vec::with_capacity(queries.len());
+    for (r, q) in queries.iter().enumerate() {
+        let row = &mut scores[r * width..(r + 1) * width];
+        for (i, &node) in pending[r].iter().enumerate() {
+            row[cached + i] = dot(q, &kv.pending_keys[node * d..(node + 1) * d]) * scale;
+        }
+        let row = &mut row[..cached + pending[r].len()];
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0f32;
+        for s in row.iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        sums.push(sum);
+    }
+    for out in outs.iter_mut() {
+        out.fill(0.0);
+    }
+    for (j, value) in kv.cache_values.chunks_exact(d).enumerate() {
+        for (r, out) in outs.iter_mut().enumerate() {
+            axpy(scores[r * width + j], value, out);
+        }
+    }
+    for (r, out) in outs.iter_mut().enumerate() {
+        for (i, &node) in pending[r].iter().enumerate() {
+            let p = scores[r * width + cached + i];
+            axpy(p, &kv.pending_values[node * d..(node + 1) * d], out);
+        }
+        let inv = 1.0 / sums[r];
+        for o in out.iter_mut() {
+            *o *= inv;
+        }
+    }
+}
+
+/// `out += a * x`.
+#[inline(always)]
+fn axpy(a: f32, x: &[f32], out: &mut [f32]) {
+    for (o, v) in out.iter_mut().zip(x) {
+        *o += a * v;
+    }
 }
 
 /// `out[j * m + r] = dot(w_j, x_r)` for the weight rows `w` (each `k` wide) and the `m`
@@ -162,62 +236,53 @@ fn has_avx2() -> bool {
     std::arch::is_x86_feature_detected!("avx2")
 }
 
-#[inline(always)]
-fn attend_portable<'a>(
-    q: &[f32],
-    keys: impl Iterator<Item = &'a [f32]>,
-    values: impl Iterator<Item = &'a [f32]>,
-    scale: f32,
-    scores: &mut Vec<f32>,
-    out: &mut [f32],
-) {
-    scores.clear();
-    let mut max = f32::NEG_INFINITY;
-    for k in keys {
-        let s = dot(q, k) * scale;
-        max = max.max(s);
-        scores.push(s);
-    }
-    let mut sum = 0f32;
-    for s in scores.iter_mut() {
-        *s = (*s - max).exp();
-        sum += *s;
-    }
-    out.fill(0.0);
-    for (p, v) in scores.iter().zip(values) {
-        for (o, x) in out.iter_mut().zip(v) {
-            *o += p * x;
-        }
-    }
-    let inv = 1.0 / sum;
-    for o in out.iter_mut() {
-        *o *= inv;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn kv<'a>(keys: &'a [f32], values: &'a [f32], pk: &'a [f32], pv: &'a [f32], d: usize) -> KvRows<'a> {
+        KvRows { head_dim: d, cache_keys: keys, cache_values: values, pending_keys: pk, pending_values: pv }
+    }
+
     #[test]
     fn attention_of_one_key_returns_its_value() {
-        let q = [1.0, 2.0];
-        let k = [0.5f32, -1.0];
-        let v = [3.0f32, 4.0];
+        let rows = kv(&[0.5, -1.0], &[3.0, 4.0], &[], &[], 2);
         let mut out = [0.0; 2];
-        attend(&q, [&k[..]].into_iter(), [&v[..]].into_iter(), 0.5, &mut Vec::new(), &mut out);
+        attend_block(&[&[1.0, 2.0]], &[&[]], &rows, 0.5, &mut Vec::new(), &mut [&mut out]);
         assert_eq!(out, [3.0, 4.0]);
     }
 
     #[test]
-    fn attention_weights_follow_softmax() {
-        let q = [1.0f32];
-        let keys = [[0.0f32], [2.0f32]];
-        let values = [[1.0f32], [0.0f32]];
-        let mut out = [0.0];
-        attend(&q, keys.iter().map(|k| &k[..]), values.iter().map(|v| &v[..]), 1.0, &mut Vec::new(), &mut out);
+    fn attention_weights_follow_softmax_over_cache_then_pending_rows() {
+        // Cache row 0: key 0, value 1. Pending rows: 0 → key 2, value 0; 1 → key 9, value 5.
+        let rows = kv(&[0.0], &[1.0], &[2.0, 9.0], &[0.0, 5.0], 1);
+        let mut a = [0.0];
+        let mut b = [0.0];
+        attend_block(&[&[1.0], &[1.0]], &[&[0], &[]], &rows, 1.0, &mut Vec::new(), &mut [&mut a, &mut b]);
         let expected = 1.0 / (1.0 + 2f32.exp());
-        assert!((out[0] - expected).abs() < 1e-6, "{} vs {expected}", out[0]);
+        assert!((a[0] - expected).abs() < 1e-6, "{} vs {expected}", a[0]);
+        assert_eq!(b, [1.0], "the second query sees only the cache row");
+    }
+
+    #[test]
+    fn a_query_result_does_not_depend_on_its_block() {
+        let d = 8;
+        let keys: Vec<f32> = (0..40 * d).map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0).collect();
+        let values: Vec<f32> = (0..40 * d).map(|i| ((i * 53 % 97) as f32 / 40.0) - 1.2).collect();
+        let pk: Vec<f32> = keys[..3 * d].iter().map(|x| x * 0.7).collect();
+        let pv: Vec<f32> = values[..3 * d].iter().map(|x| x + 0.3).collect();
+        let rows = kv(&keys, &values, &pk, &pv, d);
+        let q: Vec<Vec<f32>> = (0..3).map(|r| (0..d).map(|i| ((r * 7 + i) as f32).sin()).collect()).collect();
+        let pending: [&[usize]; 3] = [&[0], &[0, 1], &[2]];
+        let mut alone = vec![vec![0.0; d]; 3];
+        for r in 0..3 {
+            attend_block(&[&q[r]], &[pending[r]], &rows, 0.3, &mut Vec::new(), &mut [&mut alone[r]]);
+        }
+        let mut together = vec![vec![0.0; d]; 3];
+        let mut outs: Vec<&mut [f32]> = together.iter_mut().map(|o| &mut o[..]).collect();
+        let queries: Vec<&[f32]> = q.iter().map(|x| &x[..]).collect();
+        attend_block(&queries, &pending, &rows, 0.3, &mut Vec::new(), &mut outs);
+        assert_eq!(alone, together);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Weights as loaded from a file, converted once into the format the forward pass runs on.
 //!
-//! Every projection goes through candle's `QMatMul`, so GGUF quantized weights and
-//! safetensors float weights share one code path. Projections that read the same input
+//! Quantized projections (the default: Q8_0, whatever the file held) go through candle's
+//! `QMatMul`, so GGUF and safetensors models share one code path; f32 weights use an own
+//! row-independent kernel (see [`Kernel::Dense`]). Projections that read the same input
 //! (q/k/v, gate/up) are fused into one matrix by stacking rows: each output column of a
 //! matmul depends only on its own weight row, so fusing changes no bit of the result.
 
@@ -11,9 +12,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use std::borrow::Cow;
 use std::sync::Mutex;
 
-use crate::ops;
-
-use crate::WeightFormat;
+use crate::{ops, WeightFormat};
 
 /// A 2-D weight `[out, in]` as stored in the model file.
 pub enum RawWeight {

@@ -220,3 +220,10 @@ fn default_model_exported_to_safetensors_computes_the_same_logits() {
     assert_eq!(diff.argmax_agree, diff.rows, "{diff:?}");
     assert!(diff.max_abs < 1e-2, "{diff:?}");
 }
+
+#[test]
+fn model_and_tokenizer_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Model>();
+    send_sync::<copilotd_model::Tokenizer>();
+}

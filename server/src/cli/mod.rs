@@ -3,6 +3,7 @@
 
 mod bench;
 mod complete;
+mod datastore;
 mod index;
 
 use crate::completion::drafting::BudgetSettings;
@@ -37,7 +38,7 @@ enum Command {
     Model(ModelCommand),
     /// Manage datastores.
     #[command(subcommand)]
-    Datastore(DatastoreCommand),
+    Datastore(datastore::DatastoreCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -50,19 +51,6 @@ enum ModelCommand {
         /// Do nothing when the model is already there.
         #[arg(long)]
         if_missing: bool,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-enum DatastoreCommand {
-    /// Build the common datastore for the model's tokenizer.
-    BuildCommon {
-        /// Directory of Python files (default: the Python standard library on this machine).
-        #[arg(long)]
-        corpus: Option<PathBuf>,
-        /// The model whose tokenizer the datastore uses (default: as configured).
-        #[arg(long)]
-        model: Option<PathBuf>,
     },
 }
 
@@ -151,17 +139,6 @@ pub fn run() -> Result<()> {
             Ok(())
         }
         (false, Some(Command::Bench(command))) => bench::run(command),
-        (false, Some(Command::Datastore(DatastoreCommand::BuildCommon { corpus, model }))) => {
-            let (config, _) = crate::config::Config::load();
-            let model = crate::model_files::resolve(model.as_deref().or(config.model.as_deref()))?;
-            let tokenizer = crate::model_files::load_tokenizer(&model)?;
-            let corpus = match corpus {
-                Some(dir) => dir,
-                None => crate::common_build::default_corpus()?,
-            };
-            let out = crate::completion::common::store_path(&tokenizer);
-            println!("{}", crate::completion::common::build(&tokenizer, &corpus, &out)?);
-            Ok(())
-        }
+        (false, Some(Command::Datastore(command))) => datastore::run(command),
     }
 }

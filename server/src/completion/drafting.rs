@@ -5,6 +5,7 @@ use crate::syntax::LineStartOracle;
 use crate::workspace::SharedStore;
 use anyhow::{bail, Result};
 use copilotd_draft::budget::{BudgetPolicy, CostAwareBudget, CostCurve, FixedBudget};
+use copilotd_draft::combined::Combined;
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::drafter::Drafter;
 use copilotd_draft::fastcoder::{FastCoderConfig, FastCoderDrafter, LineStartFn};
@@ -54,7 +55,7 @@ impl DraftSources {
         DraftSources {
             repository: None,
             common: None,
-            cache: Arc::new(Mutex::new(PreferenceCache::new(fastcoder.cache.clone()))),
+            cache: Arc::new(Mutex::new(PreferenceCache::new(fastcoder.cache))),
             fastcoder,
             budget,
             cost_aware: None,
@@ -97,9 +98,13 @@ impl DraftSources {
                 };
                 Some(Box::new(self.fastcoder_drafter(config, tokenizer)))
             }
-            Strategy::FastCoder | Strategy::Auto => {
-                Some(Box::new(self.fastcoder_drafter(self.fastcoder.clone(), tokenizer)))
-            }
+            Strategy::FastCoder => Some(Box::new(self.fastcoder_drafter(self.fastcoder.clone(), tokenizer))),
+            // FastCoder's sources plus prompt lookup, which also sees the
+            // output generated so far.
+            Strategy::Auto => Some(Box::new(Combined::new(vec![
+                Box::new(self.fastcoder_drafter(self.fastcoder.clone(), tokenizer)),
+                Box::new(PromptLookup::default()),
+            ]))),
         })
     }
 
@@ -115,8 +120,8 @@ impl DraftSources {
     }
 }
 
-/// Decides, from token ids, whether the context ends where a new Python
-/// statement line begins.
+/// Decides, from token ids, whether the context ends where a Python code
+/// line begins (a statement or a continuation line; not in a string).
 fn line_start_fn(tokenizer: Tokenizer, mut oracle: LineStartOracle) -> LineStartFn {
     Box::new(move |context: &[u32]| {
         let tail = &context[context.len().saturating_sub(LINE_TAIL_TOKENS)..];
@@ -126,7 +131,7 @@ fn line_start_fn(tokenizer: Tokenizer, mut oracle: LineStartOracle) -> LineStart
             return false;
         }
         match tokenizer.decode(context) {
-            Ok(text) => oracle.at_statement_start(&text),
+            Ok(text) => oracle.at_code_line_start(&text),
             Err(_) => false,
         }
     })

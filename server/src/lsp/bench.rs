@@ -53,6 +53,8 @@ pub struct LspBenchReport {
     pub warm: LatencySummary,
     /// Mean new tokens per completion (cold, warm).
     pub mean_new_tokens: (f64, f64),
+    /// Mean share of the prompt's tokens whose KV entries were reused (cold, warm).
+    pub mean_reused_share: (f64, f64),
 }
 
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -121,9 +123,13 @@ fn latency(client: &mut StdioClient, uri: &str, line: usize, character: usize) -
     Ok((ms, text))
 }
 
-fn new_tokens(client: &mut StdioClient) -> Result<f64> {
+/// New tokens and the reused share of the prompt of the last completion.
+fn last_figures(client: &mut StdioClient) -> Result<(f64, f64)> {
     let status = client.call_ok("copilotd/status", Value::Null, TIMEOUT)?;
-    Ok(status["last"]["new_tokens"].as_f64().unwrap_or(0.0))
+    let last = &status["last"];
+    let prompt = last["prompt_tokens"].as_f64().unwrap_or(0.0);
+    let reused = last["reused_prompt_tokens"].as_f64().unwrap_or(0.0);
+    Ok((last["new_tokens"].as_f64().unwrap_or(0.0), if prompt > 0.0 { reused / prompt } else { 0.0 }))
 }
 
 fn wait_for_model(client: &mut StdioClient) -> Result<()> {
@@ -173,7 +179,12 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
     wait_for_model(&mut client)?;
     let model_load_ms = started.elapsed().as_secs_f64() * 1000.0;
 
-    let (mut cold, mut warm, mut cold_tokens, mut warm_tokens) = (Vec::new(), Vec::new(), 0.0, 0.0);
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    let (mut cold_figures, mut warm_figures) = ((0.0, 0.0), (0.0, 0.0));
+    let add = |sum: &mut (f64, f64), (tokens, reused): (f64, f64)| {
+        sum.0 += tokens;
+        sum.1 += reused;
+    };
     for (index, (path, text, cut)) in samples.iter().enumerate() {
         let lines: Vec<&str> = text.split('\n').collect();
         let line = lines[cut.line];
@@ -188,7 +199,7 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
         )?;
         let (ms, _) = latency(&mut client, &uri, cut.line, cut.column)?;
         cold.push(ms);
-        cold_tokens += new_tokens(&mut client)?;
+        add(&mut cold_figures, last_figures(&mut client)?);
         let typed = &line[cut.column..cut.column + 1];
         client.notify(
             "textDocument/didChange",
@@ -200,7 +211,7 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
         )?;
         let (ms, _) = latency(&mut client, &uri, cut.line, cut.column + 1)?;
         warm.push(ms);
-        warm_tokens += new_tokens(&mut client)?;
+        add(&mut warm_figures, last_figures(&mut client)?);
         client.notify("textDocument/didClose", json!({"textDocument": {"uri": uri}}))?;
     }
     let _ = client.shutdown(TIMEOUT);
@@ -210,7 +221,8 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
         max_tokens: options.max_tokens,
         cold: summarize(cold),
         warm: summarize(warm),
-        mean_new_tokens: (cold_tokens / count, warm_tokens / count),
+        mean_new_tokens: (cold_figures.0 / count, warm_figures.0 / count),
+        mean_reused_share: (cold_figures.1 / count, warm_figures.1 / count),
     })
 }
 

@@ -407,7 +407,15 @@ impl LanguageServer for Server {
     }
 
     async fn shutdown(&self) -> Result<()> {
-        Ok(())
+        guarded("shutdown", async {
+            // Stop the watcher and save the repository datastore before `exit`.
+            let link = self.0.workspace.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(link) = link {
+                let _ = tokio::task::spawn_blocking(move || drop(link)).await;
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {

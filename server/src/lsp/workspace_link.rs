@@ -113,11 +113,6 @@ impl WorkspaceLink {
     pub fn clear_overlay(&self, path: &Path) {
         self.live.clear_overlay(path);
     }
-
-    /// Stops the watcher and saves the store (blocking: joins the worker thread).
-    pub fn stop(self) {
-        drop(self.live);
-    }
 }
 
 /// Runs on the workspace thread for every indexing state change.

@@ -40,11 +40,15 @@ pub struct CommonParams {
     pub max_occurrences: usize,
 }
 
+/// Defaults measured on the Python standard library (3.4M tokens, SmolLM2
+/// tokenizer): a 90/10 file split, greedy walk of the stored tree along the
+/// held-out text gave 2.01 tokens/step at 100k n-grams (56 MB) against 1.84
+/// for the full store (4.8M n-grams, 809 MB); 25k: 1.93, 200k: 2.00, 400k: 1.96.
 impl Default for CommonParams {
     fn default() -> Self {
         CommonParams {
             max_n: 5,
-            top_t: TopT::Total(200_000),
+            top_t: TopT::Total(100_000),
             tree_nodes: 64,
             continuation_len: 10,
             max_occurrences: 5000,
