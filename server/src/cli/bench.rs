@@ -20,6 +20,24 @@ pub enum BenchCommand {
     /// Repository-level completion tasks from real packages, every strategy
     /// against `ar` in the same run.
     Repo(RepoArgs),
+    /// LSP request-to-response latency of single-line completions, cold
+    /// (a new file) and warm (after one keystroke), against `copilotd --stdio`.
+    Lsp(LspArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LspArgs {
+    /// Python files to complete in (default: a few modules of the Python standard library).
+    files: Vec<PathBuf>,
+    /// Cold/warm pairs to measure.
+    #[arg(long, default_value_t = 20)]
+    samples: usize,
+    /// Most new tokens per completion.
+    #[arg(long, default_value_t = 16)]
+    max_tokens: usize,
+    /// The model (default: as configured).
+    #[arg(long)]
+    model: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -71,6 +89,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::CostCurve(args) => cost_curve(&args),
         BenchCommand::Repo(args) => repo(&args),
+        BenchCommand::Lsp(args) => lsp(args),
     }
 }
 
@@ -227,5 +246,24 @@ fn repo(args: &RepoArgs) -> Result<()> {
     std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&json)?)?;
     print!("{header}{table}");
     println!("written to {}", args.out.display());
+    Ok(())
+}
+
+fn lsp(args: LspArgs) -> Result<()> {
+    let files = if args.files.is_empty() {
+        let stdlib = crate::common_build::default_corpus()?;
+        ["textwrap.py", "shlex.py", "fnmatch.py", "csv.py", "glob.py"].iter().map(|name| stdlib.join(name)).collect()
+    } else {
+        args.files
+    };
+    let options = crate::lsp::bench::LspBenchOptions {
+        binary: std::env::current_exe().context("cannot find the copilotd binary")?,
+        model: args.model,
+        files,
+        samples: args.samples,
+        max_tokens: args.max_tokens,
+    };
+    let report = crate::lsp::bench::bench_lsp(&options)?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }

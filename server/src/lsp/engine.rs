@@ -120,12 +120,14 @@ impl Engine {
         let state = match loaded {
             Ok(Ok(completer)) => {
                 let info = completer.model_info();
+                let tokenizer = completer.tokenizer().clone();
                 let loaded = Loaded {
                     name: info.name.clone(),
                     device: info.device.clone(),
-                    tokenizer: completer.tokenizer().clone(),
+                    tokenizer: tokenizer.clone(),
                     completer: Arc::new(tokio::sync::Mutex::new(completer)),
                 };
+                attach_common_store(tokenizer, Arc::clone(&loaded.completer));
                 Load::Ready(Arc::new(loaded))
             }
             Ok(Err(err)) => Load::Failed { model, error: format!("{err:#}") },
@@ -206,6 +208,16 @@ impl Engine {
             Err(join) => Err(CompleteError::Panicked(join.to_string())),
         }
     }
+}
+
+/// Opens (or, the first time, builds) the common datastore on a background
+/// thread and hands it to the completer; completions are served without it
+/// until then.
+fn attach_common_store(tokenizer: Tokenizer, completer: Arc<tokio::sync::Mutex<Completer>>) {
+    std::thread::spawn(move || match completion::common::open_or_build(&tokenizer) {
+        Ok(store) => completer.blocking_lock().set_common(store),
+        Err(error) => tracing::warn!("serving without the common datastore: {error:#}"),
+    });
 }
 
 /// Resolves when `flag` is cancelled (polled: cancellation is a flag shared with the decode loop).

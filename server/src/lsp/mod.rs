@@ -62,6 +62,7 @@ where
         .custom_method("textDocument/inlineCompletion", Server::inline_completion)
         .custom_method(status::METHOD, Server::status)
         .custom_method("copilotd/indexedFile", Server::indexed_file)
+        .custom_method("copilotd/reindex", Server::reindex)
         .finish();
 
     // editor → guard → tower-lsp, tower-lsp → guard → editor.

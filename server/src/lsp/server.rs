@@ -343,6 +343,21 @@ impl Server {
         guarded("copilotd/status", async { Ok(self.0.status_now()) }).await
     }
 
+    /// `copilotd/reindex`: rebuilds the live index of the workspace (files
+    /// whose size and modification time did not change keep their tokens).
+    /// Answers once indexing has started again.
+    pub async fn reindex(&self) -> Result<Value> {
+        guarded("copilotd/reindex", async {
+            if !matches!(self.0.engine.state(), Load::Ready(_)) {
+                return Err(Error::invalid_params("the model is not loaded yet; nothing to index with"));
+            }
+            let backend = Arc::clone(&self.0);
+            tokio::spawn(async move { backend.restart_workspace().await });
+            Ok(serde_json::json!({ "started": true }))
+        })
+        .await
+    }
+
     /// `copilotd/indexedFile`: whether the repository datastore holds a workspace file now
     /// (`{"path": "rel/path.py"}` → `{"indexed": bool, "tokens": n}`).
     pub async fn indexed_file(&self, params: Value) -> Result<Value> {
