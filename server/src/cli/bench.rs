@@ -5,7 +5,7 @@ use crate::bench::packages;
 use crate::bench::repo::{self, RepoBench, TaskRun, Variant};
 use crate::bench::report;
 use crate::completion::drafting::BudgetSettings;
-use crate::completion::{Completer, Strategy};
+use crate::completion::{calibrate, Completer, Strategy};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use copilotd_draft::fastcoder::FastCoderConfig;
@@ -93,51 +93,19 @@ pub fn run(command: BenchCommand) -> Result<()> {
     }
 }
 
-/// Real text to fill the cache with: this program's own sources would do,
-/// but a fixed, model-independent sample keeps runs comparable.
-fn sample_tokens(completer: &Completer, count: usize) -> Result<Vec<u32>> {
-    let text = include_str!("../../../fixtures/bench_sample.py");
-    let mut tokens = completer.tokenizer().encode(text)?;
-    anyhow::ensure!(!tokens.is_empty(), "the benchmark sample tokenized to nothing");
-    while tokens.len() < count {
-        tokens.extend_from_within(..);
-    }
-    tokens.truncate(count);
-    Ok(tokens)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn cost_curve(args: &CostCurveArgs) -> Result<()> {
     anyhow::ensure!(args.repeats > 0 && args.cache > 0, "--repeats and --cache must be positive");
+    anyhow::ensure!(!args.nodes.is_empty() && !args.nodes.contains(&0), "--nodes must list positive node counts");
     let mut completer = Completer::load(&args.engine.settings())?;
     let info = completer.model_info().clone();
-    let tokens = sample_tokens(&completer, args.cache + args.nodes.iter().max().copied().unwrap_or(1))?;
     let model = completer.model_mut();
+    let tokens = calibrate::sample_tokens(model, args.cache + 1)?;
 
     let prefill_started = Instant::now();
     model.prefill(&tokens[..args.cache]).context("prefill failed")?;
     let prefill_ms = prefill_started.elapsed().as_secs_f64() * 1000.0;
 
-    let mut rows = Vec::new();
-    for &k in &args.nodes {
-        let nodes = &tokens[args.cache..args.cache + k];
-        let parents: Vec<Option<usize>> = (0..k).map(|i| i.checked_sub(1)).collect();
-        model.forward_tree(nodes, &parents)?; // warm-up
-        let mut times: Vec<f64> = (0..args.repeats)
-            .map(|_| {
-                let started = Instant::now();
-                model.forward_tree(nodes, &parents).map(|_| started.elapsed().as_secs_f64() * 1000.0)
-            })
-            .collect::<Result<_>>()?;
-        rows.push((k, median(&mut times)));
-    }
-    let t1 = rows.iter().find(|(k, _)| *k == 1).map_or(rows[0].1, |r| r.1);
-
-    // Plain autoregressive decoding on top of the same cache.
+    // Plain autoregressive decoding on top of that cache.
     let mut next = tokens[args.cache];
     let decode_started = Instant::now();
     for _ in 0..args.decode_tokens {
@@ -148,7 +116,10 @@ fn cost_curve(args: &CostCurveArgs) -> Result<()> {
     let decode_tps = args.decode_tokens as f64 / decode_started.elapsed().as_secs_f64();
     let prefill_tps = args.cache as f64 * 1000.0 / prefill_ms;
 
-    println!("model {} ({}, {}, {})", info.name, info.weights, info.device, threads_note(args.engine.threads));
+    let rows = calibrate::measure(model, args.cache, &args.nodes, args.repeats)?;
+    let t1 = rows.iter().find(|(k, _)| *k == 1).map_or(rows[0].1, |r| r.1);
+
+    println!("model {} ({}, {}, {} threads)", info.name, info.weights, info.device, info.threads);
     println!("cache {} tokens; median of {} runs per k", args.cache, args.repeats);
     println!("{:>4}  {:>9}  {:>8}", "k", "t(k) ms", "t(k)/t(1)");
     for (k, ms) in &rows {
@@ -164,13 +135,6 @@ fn cost_curve(args: &CostCurveArgs) -> Result<()> {
         println!("{object}");
     }
     Ok(())
-}
-
-fn threads_note(threads: Option<usize>) -> String {
-    match threads {
-        Some(n) => format!("{n} threads"),
-        None => "default threads".to_string(),
-    }
 }
 
 /// FastCoder with each component switched off in turn (FastCoder Table II).
