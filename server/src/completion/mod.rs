@@ -42,7 +42,7 @@ impl std::fmt::Display for Cancelled {
 impl std::error::Error for Cancelled {}
 
 /// How the engine is set up: which model, how it decodes.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EngineSettings {
     /// A GGUF file or safetensors directory; `None`: the default model.
     pub model: Option<PathBuf>,
@@ -57,6 +57,22 @@ pub struct EngineSettings {
     pub budget: BudgetSettings,
     /// FastCoder's parameters and component switches.
     pub fastcoder: FastCoderConfig,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            model: None,
+            threads: None,
+            weights: WeightFormat::default(),
+            prompt: prompt::PromptBudget::default(),
+            // Models with fill-in-the-middle tokens see the text after the cursor too.
+            fim: true,
+            max_lines: 0,
+            budget: BudgetSettings::default(),
+            fastcoder: FastCoderConfig::default(),
+        }
+    }
 }
 
 /// One completion request.
