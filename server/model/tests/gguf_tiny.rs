@@ -29,31 +29,7 @@ fn write_gguf(dir: &Path, out: &Path, qwen2: bool) {
     };
     let mut q: Vec<(String, QTensor)> = Vec::new();
     for (name, t) in &tensors {
-        let gguf = match name.as_str() {
-            "model.embed_tokens.weight" => "token_embd.weight".to_string(),
-            "model.norm.weight" => "output_norm.weight".to_string(),
-            "lm_head.weight" => "output.weight".to_string(),
-            _ => {
-                let rest = name.strip_prefix("model.layers.").unwrap();
-                let (layer, hf) = rest.split_once('.').unwrap();
-                let g = match hf {
-                    "input_layernorm.weight" => "attn_norm.weight",
-                    "post_attention_layernorm.weight" => "ffn_norm.weight",
-                    "self_attn.q_proj.weight" => "attn_q.weight",
-                    "self_attn.k_proj.weight" => "attn_k.weight",
-                    "self_attn.v_proj.weight" => "attn_v.weight",
-                    "self_attn.q_proj.bias" => "attn_q.bias",
-                    "self_attn.k_proj.bias" => "attn_k.bias",
-                    "self_attn.v_proj.bias" => "attn_v.bias",
-                    "self_attn.o_proj.weight" => "attn_output.weight",
-                    "mlp.gate_proj.weight" => "ffn_gate.weight",
-                    "mlp.up_proj.weight" => "ffn_up.weight",
-                    "mlp.down_proj.weight" => "ffn_down.weight",
-                    other => panic!("{other}"),
-                };
-                format!("blk.{layer}.{g}")
-            }
-        };
+        let gguf = common::names::gguf_name(name);
         let t = t.to_dtype(DType::F32).unwrap();
         let t = match (qwen2, gguf.rsplit('.').nth(1)) {
             (false, Some("attn_q")) => permute(&t, tiny::HEADS),

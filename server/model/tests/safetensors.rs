@@ -142,28 +142,7 @@ fn export_gguf_as_safetensors(gguf: &std::path::Path, dir: &std::path::Path) {
     let mut out = std::collections::HashMap::new();
     for name in content.tensor_infos.keys() {
         let t = content.tensor(&mut file, name, &Device::Cpu).unwrap().dequantize(&Device::Cpu).unwrap();
-        let hf = match name.as_str() {
-            "token_embd.weight" => "model.embed_tokens.weight".to_string(),
-            "output_norm.weight" => "model.norm.weight".to_string(),
-            "output.weight" => "lm_head.weight".to_string(),
-            _ => {
-                let rest = name.strip_prefix("blk.").unwrap();
-                let (layer, gguf_name) = rest.split_once('.').unwrap();
-                let hf_name = match gguf_name {
-                    "attn_norm.weight" => "input_layernorm.weight",
-                    "attn_q.weight" => "self_attn.q_proj.weight",
-                    "attn_k.weight" => "self_attn.k_proj.weight",
-                    "attn_v.weight" => "self_attn.v_proj.weight",
-                    "attn_output.weight" => "self_attn.o_proj.weight",
-                    "ffn_norm.weight" => "post_attention_layernorm.weight",
-                    "ffn_gate.weight" => "mlp.gate_proj.weight",
-                    "ffn_up.weight" => "mlp.up_proj.weight",
-                    "ffn_down.weight" => "mlp.down_proj.weight",
-                    other => panic!("unexpected tensor {other}"),
-                };
-                format!("model.layers.{layer}.{hf_name}")
-            }
-        };
+        let hf = common::names::hf_name(name);
         let t = match name.rsplit('.').nth(1) {
             Some("attn_q") => unpermute(t, heads),
             Some("attn_k") => unpermute(t, kv_heads),

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a subset
 
 pub mod exact;
+pub mod names;
 pub mod tiny;
 
 use copilotd_model::{LoadOptions, Model, WeightFormat, DEFAULT_MODEL_FILE};
