@@ -81,10 +81,10 @@ impl Config {
                 bail!("invalid model config: {name} is 0");
             }
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             bail!("invalid model config: {} heads is not a multiple of {} kv heads", self.heads, self.kv_heads);
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             bail!("invalid model config: head dimension {} is odd", self.head_dim);
         }
         if !(self.rope_theta > 0.0 && self.rope_scale > 0.0 && self.rms_eps >= 0.0) {

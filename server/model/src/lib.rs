@@ -16,6 +16,7 @@ mod kv;
 mod loader;
 mod model;
 mod ops;
+mod q8;
 mod safetensors;
 mod source;
 mod threads;

@@ -179,7 +179,7 @@ fn attention(kv: &KvCache, layer: usize, q: &[f32], tree: &TreeLayout, cfg: &Con
     // One cell per (node, kv head): the outputs of the query heads sharing that kv head.
     let cells: Vec<Mutex<&mut [f32]>> = out.chunks_mut(group * hd).map(Mutex::new).collect();
     let blocks = n.div_ceil(ATTENTION_BLOCK);
-    candle_core::utils::barrier_pool().execute_chunked(blocks * kv_heads, |units| {
+    crate::threads::for_each_range(blocks * kv_heads, |units| {
         let mut scores = Vec::new();
         for unit in units {
             let (block, g) = (unit / kv_heads, unit % kv_heads);

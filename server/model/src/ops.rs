@@ -9,19 +9,40 @@ use crate::config::RopeStyle;
 /// Dot product with eight interleaved partial sums, combined in a fixed order.
 #[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (a8, a_tail) = a.split_at(a.len() / 8 * 8);
-    let (b8, b_tail) = b.split_at(a8.len());
-    for (x, y) in a8.chunks_exact(8).zip(b8.chunks_exact(8)) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
+    dots::<false, 1>(a, [b])[0]
+}
+
+/// [`dot`]s of `a` with `K` vectors at once, with fused multiply-adds (one rounding per
+/// step instead of two; where the CPU lacks FMA, `mul_add` is a slow library call). Each
+/// result is the same as computing it alone: the vectors only share the loop, which gives
+/// the CPU `K` independent chains of additions to overlap.
+#[inline(always)]
+fn fused_dots<const K: usize>(a: &[f32], bs: [&[f32]; K]) -> [f32; K] {
+    dots::<true, K>(a, bs)
+}
+
+#[inline(always)]
+fn dots<const FUSED: bool, const K: usize>(a: &[f32], bs: [&[f32]; K]) -> [f32; K] {
+    let step = |acc: f32, x: f32, y: f32| if FUSED { x.mul_add(y, acc) } else { acc + x * y };
+    let body = a.len() / 8 * 8;
+    let mut acc = [[0f32; 8]; K];
+    for start in (0..body).step_by(8) {
+        let x: &[f32; 8] = a[start..start + 8].try_into().expect("8 values");
+        for (acc, b) in acc.iter_mut().zip(&bs) {
+            let y: &[f32; 8] = b[start..start + 8].try_into().expect("8 values");
+            for i in 0..8 {
+                acc[i] = step(acc[i], x[i], y[i]);
+            }
         }
     }
-    let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (x, y) in a_tail.iter().zip(b_tail) {
-        sum += x * y;
-    }
-    sum
+    std::array::from_fn(|k| {
+        let acc = &acc[k];
+        let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        for (x, y) in a[body..].iter().zip(&bs[k][body..a.len()]) {
+            sum = step(sum, *x, *y);
+        }
+        sum
+    })
 }
 
 /// RMSNorm of each `weight.len()`-wide row of `x`.
@@ -116,18 +137,41 @@ pub fn attend_block(
     outs: &mut [&mut [f32]],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the CPU supports AVX2 (checked at runtime).
+    if std::arch::is_x86_feature_detected!("avx512f") && has_avx2_fma() {
+        // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at runtime).
+        unsafe { attend_block_avx512(queries, pending, kv, scale, scores, outs) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked at runtime).
         unsafe { attend_block_avx2(queries, pending, kv, scale, scores, outs) };
         return;
     }
     attend_block_portable(queries, pending, kv, scale, scores, outs);
 }
 
-/// The same code compiled for 256-bit vectors. Rust never contracts `a * b + c` into
-/// an FMA, so this computes exactly what the portable build computes, only faster.
+/// The same code compiled for 512-bit vectors (the whole 64-wide output sum of
+/// [`weighted_sum`] fits in registers). See [`attend_block_avx2`] for why the result is
+/// the same bits.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn attend_block_avx512(
+    queries: &[&[f32]],
+    pending: &[&[usize]],
+    kv: &KvRows,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    outs: &mut [&mut [f32]],
+) {
+    attend_block_portable(queries, pending, kv, scale, scores, outs);
+}
+
+/// The same code compiled for 256-bit vectors and FMA instructions: Rust never contracts
+/// `a * b + c` into an FMA by itself and `mul_add` is exact everywhere, so this computes
+/// exactly what the portable build computes, only faster.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn attend_block_avx2(
     queries: &[&[f32]],
     pending: &[&[usize]],
@@ -153,16 +197,25 @@ fn attend_block_portable(
     let width = cached + pending.iter().map(|p| p.len()).max().unwrap_or(0);
     scores.clear();
     scores.resize(queries.len() * width, 0.0);
-    for (j, key) in kv.cache_keys.chunks_exact(d).enumerate() {
-        for (r, q) in queries.iter().enumerate() {
-            scores[r * width + j] = dot(q, key) * scale;
+    for (r, q) in queries.iter().enumerate() {
+        let row = &mut scores[r * width..][..cached];
+        let mut keys = kv.cache_keys.chunks_exact(KEY_GROUP * d);
+        for (group, out) in keys.by_ref().zip(row.chunks_exact_mut(KEY_GROUP)) {
+            let dots = fused_dots::<KEY_GROUP>(q, std::array::from_fn(|k| &group[k * d..(k + 1) * d]));
+            for (o, v) in out.iter_mut().zip(dots) {
+                *o = v * scale;
+            }
+        }
+        let done = cached / KEY_GROUP * KEY_GROUP;
+        for (o, key) in row[done..].iter_mut().zip(keys.remainder().chunks_exact(d)) {
+            *o = fused_dots::<1>(q, [key])[0] * scale;
         }
     }
     let mut sums = Vec::with_capacity(queries.len());
     for (r, q) in queries.iter().enumerate() {
         let row = &mut scores[r * width..(r + 1) * width];
         for (i, &node) in pending[r].iter().enumerate() {
-            row[cached + i] = dot(q, &kv.pending_keys[node * d..(node + 1) * d]) * scale;
+            row[cached + i] = fused_dots::<1>(q, [&kv.pending_keys[node * d..(node + 1) * d]])[0] * scale;
         }
         let row = &mut row[..cached + pending[r].len()];
         let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -173,31 +226,43 @@ fn attend_block_portable(
         }
         sums.push(sum);
     }
-    for out in outs.iter_mut() {
-        out.fill(0.0);
-    }
-    for (j, value) in kv.cache_values.chunks_exact(d).enumerate() {
-        for (r, out) in outs.iter_mut().enumerate() {
-            axpy(scores[r * width + j], value, out);
-        }
-    }
     for (r, out) in outs.iter_mut().enumerate() {
-        for (i, &node) in pending[r].iter().enumerate() {
-            let p = scores[r * width + cached + i];
-            axpy(p, &kv.pending_values[node * d..(node + 1) * d], out);
-        }
-        let inv = 1.0 / sums[r];
-        for o in out.iter_mut() {
-            *o *= inv;
+        let weights = &scores[r * width..][..cached + pending[r].len()];
+        let inverse = 1.0 / sums[r];
+        if d.is_multiple_of(OUTPUT_SLICE) {
+            weighted_sum::<OUTPUT_SLICE>(weights, kv, pending[r], inverse, out);
+        } else if d.is_multiple_of(16) {
+            weighted_sum::<16>(weights, kv, pending[r], inverse, out);
+        } else {
+            weighted_sum::<1>(weights, kv, pending[r], inverse, out);
         }
     }
 }
 
-/// `out += a * x`.
+/// Output values accumulated in registers at a time by [`weighted_sum`]: eight
+/// independent 8-wide chains keep the FMA units busy.
+const OUTPUT_SLICE: usize = 64;
+
+/// Cache keys a query is scored against in one loop (independent chains, as above).
+const KEY_GROUP: usize = 8;
+
+/// `out = inverse · Σ weights[j] · value_j` over the cache rows, then the `pending` rows,
+/// in that order, `N` output values at a time so that the sums stay in registers.
 #[inline(always)]
-fn axpy(a: f32, x: &[f32], out: &mut [f32]) {
-    for (o, v) in out.iter_mut().zip(x) {
-        *o += a * v;
+fn weighted_sum<const N: usize>(weights: &[f32], kv: &KvRows, pending: &[usize], inverse: f32, out: &mut [f32]) {
+    let d = kv.head_dim;
+    let pending_rows = pending.iter().map(|&node| &kv.pending_values[node * d..(node + 1) * d]);
+    for (slice, out) in out.chunks_exact_mut(N).enumerate() {
+        let mut acc = [0f32; N];
+        for (&p, value) in weights.iter().zip(kv.cache_values.chunks_exact(d).chain(pending_rows.clone())) {
+            let value: &[f32; N] = value[slice * N..][..N].try_into().expect("slice of N values");
+            for (a, v) in acc.iter_mut().zip(value) {
+                *a = p.mul_add(*v, *a);
+            }
+        }
+        for (o, a) in out.iter_mut().zip(acc) {
+            *o = a * inverse;
+        }
     }
 }
 
@@ -205,8 +270,8 @@ fn axpy(a: f32, x: &[f32], out: &mut [f32]) {
 /// input rows `x`: one fixed-order dot product per output, whatever `m` is.
 pub fn dot_rows(w: &[f32], x: &[f32], k: usize, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the CPU supports AVX2 (checked at runtime).
+    if has_avx2_fma() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked at runtime).
         unsafe { dot_rows_avx2(w, x, k, out) };
         return;
     }
@@ -214,7 +279,7 @@ pub fn dot_rows(w: &[f32], x: &[f32], k: usize, out: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn dot_rows_avx2(w: &[f32], x: &[f32], k: usize, out: &mut [f32]) {
     dot_rows_portable(w, x, k, out);
 }
@@ -232,8 +297,8 @@ fn dot_rows_portable(w: &[f32], x: &[f32], k: usize, out: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
+fn has_avx2_fma() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
 #[cfg(test)]

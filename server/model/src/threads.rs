@@ -1,8 +1,16 @@
-//! Thread count of candle's CPU kernels.
+//! The threads the forward pass runs on.
+//!
+//! The model's own kernels split their work over rayon's pool; candle's CPU kernels (used
+//! at load time, and for weights kept in a quantized format this runtime has no kernel
+//! for) use candle's pool. Both are sized from the same variables. rayon's workers spin
+//! briefly and then sleep, so a busy machine (an editor, a build, the workspace indexer)
+//! slows a forward pass down in proportion instead of stalling it at every barrier.
 
-/// Requests `threads` worker threads for candle. candle sizes its pools once, from
-/// `CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS` (default: the physical cores), the first
-/// time they are used, so this must run before any candle computation in the process.
+use std::ops::Range;
+
+/// Requests `threads` worker threads. The pools read `CANDLE_NUM_THREADS` /
+/// `RAYON_NUM_THREADS` (default: the cores) once, the first time they are used, so this
+/// must run before any computation in the process.
 pub fn configure(threads: Option<usize>) {
     if let Some(n) = threads.filter(|&n| n > 0) {
         let n = n.to_string();
@@ -11,7 +19,15 @@ pub fn configure(threads: Option<usize>) {
     }
 }
 
-/// Threads candle's kernels actually run on (its pool's workers plus the caller).
+/// Threads the forward pass actually runs on.
 pub fn effective() -> usize {
-    candle_core::utils::barrier_pool().n_workers() + 1
+    rayon::current_num_threads()
+}
+
+/// Calls `f` on consecutive ranges covering `0..n_items`, in parallel, a few ranges per
+/// thread so that a slow thread's share can be taken over by the others.
+pub fn for_each_range(n_items: usize, f: impl Fn(Range<usize>) + Sync + Send) {
+    use rayon::prelude::*;
+    let chunk = n_items.div_ceil(effective() * 4).max(1);
+    (0..n_items.div_ceil(chunk)).into_par_iter().for_each(|c| f(c * chunk..((c + 1) * chunk).min(n_items)));
 }

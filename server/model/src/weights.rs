@@ -1,6 +1,7 @@
 //! Weights as loaded from a file, converted once into the format the forward pass runs on.
 //!
-//! Quantized projections (the default: Q8_0, whatever the file held) go through candle's
+//! Quantized projections (the default: Q8_0, whatever the file held) run on the own
+//! multi-row Q8_0 kernel of [`crate::q8`] where the CPU supports it, else on candle's
 //! `QMatMul`, so GGUF and safetensors models share one code path; f32 weights use an own
 //! row-independent kernel (see [`Kernel::Dense`]). Projections that read the same input
 //! (q/k/v, gate/up) are fused into one matrix by stacking rows: each output column of a
@@ -10,8 +11,9 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 use std::borrow::Cow;
-use std::sync::Mutex;
+use std::ops::Range;
 
+use crate::q8::{self, Q8Matrix};
 use crate::{ops, WeightFormat};
 
 /// A 2-D weight `[out, in]` as stored in the model file.
@@ -61,6 +63,8 @@ struct Part {
 }
 
 enum Kernel {
+    /// The own Q8_0 kernel: weights read once per pass, whatever the number of rows.
+    Q8(Q8Matrix),
     /// candle's quantized matmul: each output row is computed on its own (row-independent).
     Quantized(QMatMul),
     /// Row-major f32 weights `[n, k]`. candle's f32 gemm picks kernels by batch size, so a
@@ -118,7 +122,16 @@ impl Linear {
                 let t = Tensor::from_slice(&input, (m, part.k_in), &Device::Cpu)?;
                 Ok(mm.forward(&t)?.flatten_all()?.to_vec1::<f32>()?)
             }
-            Kernel::Dense(w) => Ok(dense_matmul(w, part.n, part.k_in, &input, m)),
+            Kernel::Q8(w) => {
+                let input = w.quantize_input(&input, m);
+                Ok(over_weight_row_tiles(part.n, m, |rows, dst| w.multiply(&input, dst, rows)))
+            }
+            Kernel::Dense(w) => {
+                let k = part.k_in;
+                Ok(over_weight_row_tiles(part.n, m, |rows, dst| {
+                    ops::dot_rows(&w[rows.start * k..rows.end * k], &input, k, dst)
+                }))
+            }
         }
     }
 }
@@ -131,7 +144,7 @@ pub struct Converter {
 
 impl Converter {
     pub fn new(format: WeightFormat) -> Self {
-        Self { format, pad_inputs: fast_q8_kernels_need_padding() }
+        Self { format, pad_inputs: !q8::available() && candle_q8_kernels_need_padding() }
     }
 
     /// Width the input of a Q8_0 matrix with `k` columns is padded to.
@@ -167,6 +180,10 @@ impl Converter {
     }
 
     fn q8_part(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
+        if q8::available() {
+            let w = stack_f32(parts)?.flatten_all()?.to_vec1::<f32>()?;
+            return Ok(Part { kernel: Kernel::Q8(Q8Matrix::quantize(&w, n, k)), k_in: k, n });
+        }
         let k_in = self.q8_width(k);
         let mut w = stack_f32(parts)?;
         if k_in > k {
@@ -180,6 +197,9 @@ impl Converter {
     /// Describes the conversion for [`crate::ModelInfo::weights`].
     pub fn describe(&self, source: &str, example_width: usize) -> String {
         match self.format {
+            WeightFormat::Q8_0 if q8::available() => {
+                format!("Q8_0 (converted from {source}; multi-row AVX-512 VNNI kernel)")
+            }
             WeightFormat::Q8_0 => {
                 let k_in = self.q8_width(example_width);
                 if k_in > example_width {
@@ -204,27 +224,48 @@ fn dense_part(parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
     Ok(Part { kernel: Kernel::Dense(w), k_in: k, n })
 }
 
-/// `x [m, k] · w [n, k]^T`, parallel over tiles of weight rows on candle's thread pool.
-fn dense_matmul(w: &[f32], n: usize, k: usize, x: &[f32], m: usize) -> Vec<f32> {
+/// Runs `tile(rows, dst)` for tiles of weight rows on candle's thread pool, `dst` being
+/// the tile's products column-major (`dst[(j - rows.start) * m + r]` for input row `r`),
+/// and returns the `[m, n]` result row-major.
+fn over_weight_row_tiles(n: usize, m: usize, tile: impl Fn(Range<usize>, &mut [f32]) + Sync) -> Vec<f32> {
     const TILE: usize = 16;
-    // Column-major result, so that each tile of weight rows owns one contiguous block.
-    let mut by_column = vec![0f32; n * m];
-    let blocks: Vec<Mutex<&mut [f32]>> = by_column.chunks_mut(TILE * m).map(Mutex::new).collect();
-    candle_core::utils::barrier_pool().execute_chunked(blocks.len(), |tiles| {
+    let mut out = vec![0f32; m * n];
+    let columns = DisjointColumns { out: out.as_mut_ptr(), m, n };
+    crate::threads::for_each_range(n.div_ceil(TILE), |tiles| {
+        let mut dst = vec![0f32; TILE * m];
         for t in tiles {
-            let rows = &w[t * TILE * k..((t + 1) * TILE).min(n) * k];
-            let mut dst = blocks[t].lock().unwrap_or_else(|e| e.into_inner());
-            ops::dot_rows(rows, x, k, &mut dst);
+            let rows = t * TILE..((t + 1) * TILE).min(n);
+            let dst = &mut dst[..rows.len() * m];
+            tile(rows.clone(), dst);
+            columns.write(rows, dst);
         }
     });
-    drop(blocks);
-    let mut out = vec![0f32; m * n];
-    for (j, column) in by_column.chunks_exact(m).enumerate() {
-        for (r, v) in column.iter().enumerate() {
-            out[r * n + j] = *v;
+    out
+}
+
+/// A row-major `[m, n]` matrix whose columns tiles write from several threads at once.
+struct DisjointColumns {
+    out: *mut f32,
+    m: usize,
+    n: usize,
+}
+
+// SAFETY: threads write through the pointer only to the columns of their own tile (see
+// `write`), and the matrix outlives the parallel region that uses it.
+unsafe impl Sync for DisjointColumns {}
+
+impl DisjointColumns {
+    /// Stores the column-major block `block` into `columns` of every row.
+    fn write(&self, columns: Range<usize>, block: &[f32]) {
+        assert!(columns.end <= self.n && block.len() == columns.len() * self.m);
+        for (c, column) in columns.zip(block.chunks_exact(self.m)) {
+            for (r, &v) in column.iter().enumerate() {
+                // SAFETY: `r < m` and `c < n` keep the index inside the `m * n` buffer, and
+                // no other thread writes column `c` (tiles are disjoint).
+                unsafe { *self.out.add(r * self.n + c) = v };
+            }
         }
     }
-    out
 }
 
 /// Keeps quantized weights as stored. Parts of one quantized type are stacked by
@@ -272,7 +313,7 @@ fn is_float(dtype: GgmlDType) -> bool {
 
 /// candle's fast x86 kernels for Q8_0 (AVX-512 VNNI / AVX-VNNI) only serve input widths
 /// that are multiples of 256; elsewhere padding would only cost memory bandwidth.
-fn fast_q8_kernels_need_padding() -> bool {
+fn candle_q8_kernels_need_padding() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         (std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni"))
