@@ -136,19 +136,28 @@ pub fn attend_block(
     scores: &mut Vec<f32>,
     outs: &mut [&mut [f32]],
 ) {
+    let work = Attention { queries, pending, kv, scale };
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") && has_avx2_fma() {
         // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (checked at runtime).
-        unsafe { attend_block_avx512(queries, pending, kv, scale, scores, outs) };
+        unsafe { attend_block_avx512(&work, scores, outs) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
         // SAFETY: the CPU supports AVX2 and FMA (checked at runtime).
-        unsafe { attend_block_avx2(queries, pending, kv, scale, scores, outs) };
+        unsafe { attend_block_avx2(&work, scores, outs) };
         return;
     }
-    attend_block_portable(queries, pending, kv, scale, scores, outs);
+    attend_block_portable(&work, scores, outs);
+}
+
+/// The inputs of [`attend_block`].
+struct Attention<'a> {
+    queries: &'a [&'a [f32]],
+    pending: &'a [&'a [usize]],
+    kv: &'a KvRows<'a>,
+    scale: f32,
 }
 
 /// The same code compiled for 512-bit vectors (the whole 64-wide output sum of
@@ -156,15 +165,8 @@ pub fn attend_block(
 /// the same bits.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn attend_block_avx512(
-    queries: &[&[f32]],
-    pending: &[&[usize]],
-    kv: &KvRows,
-    scale: f32,
-    scores: &mut Vec<f32>,
-    outs: &mut [&mut [f32]],
-) {
-    attend_block_portable(queries, pending, kv, scale, scores, outs);
+unsafe fn attend_block_avx512(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+    attend_block_portable(work, scores, outs);
 }
 
 /// The same code compiled for 256-bit vectors and FMA instructions: Rust never contracts
@@ -172,26 +174,13 @@ unsafe fn attend_block_avx512(
 /// exactly what the portable build computes, only faster.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn attend_block_avx2(
-    queries: &[&[f32]],
-    pending: &[&[usize]],
-    kv: &KvRows,
-    scale: f32,
-    scores: &mut Vec<f32>,
-    outs: &mut [&mut [f32]],
-) {
-    attend_block_portable(queries, pending, kv, scale, scores, outs);
+unsafe fn attend_block_avx2(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+    attend_block_portable(work, scores, outs);
 }
 
 #[inline(always)]
-fn attend_block_portable(
-    queries: &[&[f32]],
-    pending: &[&[usize]],
-    kv: &KvRows,
-    scale: f32,
-    scores: &mut Vec<f32>,
-    outs: &mut [&mut [f32]],
-) {
+fn attend_block_portable(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+    let Attention { queries, pending, kv, scale } = *work;
     let d = kv.head_dim;
     let cached = kv.cache_keys.len() / d;
     let width = cached + pending.iter().map(|p| p.len()).max().unwrap_or(0);
@@ -251,18 +240,27 @@ const KEY_GROUP: usize = 8;
 #[inline(always)]
 fn weighted_sum<const N: usize>(weights: &[f32], kv: &KvRows, pending: &[usize], inverse: f32, out: &mut [f32]) {
     let d = kv.head_dim;
-    let pending_rows = pending.iter().map(|&node| &kv.pending_values[node * d..(node + 1) * d]);
+    let cached = kv.cache_values.len() / d;
     for (slice, out) in out.chunks_exact_mut(N).enumerate() {
         let mut acc = [0f32; N];
-        for (&p, value) in weights.iter().zip(kv.cache_values.chunks_exact(d).chain(pending_rows.clone())) {
-            let value: &[f32; N] = value[slice * N..][..N].try_into().expect("slice of N values");
-            for (a, v) in acc.iter_mut().zip(value) {
-                *a = p.mul_add(*v, *a);
-            }
+        for (&p, value) in weights[..cached].iter().zip(kv.cache_values.chunks_exact(d)) {
+            accumulate(&mut acc, p, &value[slice * N..]);
+        }
+        for (&p, &node) in weights[cached..].iter().zip(pending) {
+            accumulate(&mut acc, p, &kv.pending_values[node * d + slice * N..]);
         }
         for (o, a) in out.iter_mut().zip(acc) {
             *o = a * inverse;
         }
+    }
+}
+
+/// `acc += p · value[..N]`, fused.
+#[inline(always)]
+fn accumulate<const N: usize>(acc: &mut [f32; N], p: f32, value: &[f32]) {
+    let value: &[f32; N] = value[..N].try_into().expect("N values");
+    for i in 0..N {
+        acc[i] = p.mul_add(value[i], acc[i]);
     }
 }
 
