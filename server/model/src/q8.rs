@@ -321,8 +321,19 @@ mod avx512 {
         let x_scales: [*const f32; G] = std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK));
         let x_corr: [*const i32; G] =
             std::array::from_fn(|i| x.bias_corrections.as_ptr().add((at.r0 + i) * spans_per_row * LANES));
+        // The first group of input rows also pulls the next tile's weights into the cache,
+        // so that memory keeps streaming while the other groups compute from L1.
+        let prefetch = at.r0 == 0 && at.row0 + 2 * R <= w.rows;
         for (index, span) in spans(w.width).enumerate() {
             let (offset, scale_offset) = (span.start, span.start / BLOCK);
+            if prefetch {
+                for j in 0..R {
+                    let next = w_rows[j].add(R * w.width + offset);
+                    for line in (0..span.vectors * VECTOR).step_by(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(next.add(line).cast());
+                    }
+                }
+            }
             let ws: [__m512; R] = std::array::from_fn(|j| block_scales(w_scales[j].add(scale_offset), span));
             for i in 0..G {
                 let xs = block_scales(x_scales[i].add(scale_offset), span);
