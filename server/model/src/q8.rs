@@ -327,8 +327,8 @@ mod avx512 {
         for (index, span) in spans(w.width).enumerate() {
             let (offset, scale_offset) = (span.start, span.start / BLOCK);
             if prefetch {
-                for j in 0..R {
-                    let next = w_rows[j].add(R * w.width + offset);
+                for row in w_rows {
+                    let next = row.add(R * w.width + offset);
                     for line in (0..span.vectors * VECTOR).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>(next.add(line).cast());
                     }
