@@ -259,7 +259,8 @@ mod avx512 {
     use super::*;
     use std::arch::x86_64::*;
 
-    /// Weight rows per tile and input rows per group: 4 × 4 accumulators stay in registers.
+    /// Weight rows per tile and input rows per group: 4 × 4 accumulators stay in registers
+    /// (2 × 8 when a pass has more than four rows).
     const TILE_ROWS: usize = 4;
     const GROUP: usize = 4;
 
@@ -277,13 +278,19 @@ mod avx512 {
             let tile = (rows.end - tile_start).min(TILE_ROWS);
             let mut r = 0;
             while r < m {
-                let group = (m - r).min(GROUP);
+                let group = (m - r).min(if m > GROUP { 2 * GROUP } else { GROUP });
                 let at = Block { row0: tile_start, r0: r, column: tile_start - rows.start };
+                let lower = Block { row0: at.row0 + 2, column: at.column + 2, ..at };
                 match (tile, group) {
                     (4, 4) => block::<4, 4>(w, x, at, out),
                     (4, 3) => block::<4, 3>(w, x, at, out),
                     (4, 2) => block::<4, 2>(w, x, at, out),
                     (4, 1) => block::<4, 1>(w, x, at, out),
+                    // Up to eight input rows in one pass over the weights, two rows at a time.
+                    (4, 8) => [at, lower].into_iter().for_each(|at| block::<2, 8>(w, x, at, out)),
+                    (4, 7) => [at, lower].into_iter().for_each(|at| block::<2, 7>(w, x, at, out)),
+                    (4, 6) => [at, lower].into_iter().for_each(|at| block::<2, 6>(w, x, at, out)),
+                    (4, 5) => [at, lower].into_iter().for_each(|at| block::<2, 5>(w, x, at, out)),
                     (t, g) => {
                         for j in 0..t {
                             for i in 0..g {
@@ -323,12 +330,12 @@ mod avx512 {
             std::array::from_fn(|i| x.bias_corrections.as_ptr().add((at.r0 + i) * spans_per_row * LANES));
         // The first group of input rows also pulls the next tile's weights into the cache,
         // so that memory keeps streaming while the other groups compute from L1.
-        let prefetch = at.r0 == 0 && at.row0 + 2 * R <= w.rows;
+        let prefetch = at.r0 == 0 && at.row0 + TILE_ROWS + R <= w.rows;
         for (index, span) in spans(w.width).enumerate() {
             let (offset, scale_offset) = (span.start, span.start / BLOCK);
             if prefetch {
                 for row in w_rows {
-                    let next = row.add(R * w.width + offset);
+                    let next = row.add(TILE_ROWS * w.width + offset);
                     for line in (0..span.vectors * VECTOR).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>(next.add(line).cast());
                     }
