@@ -8,6 +8,7 @@ use crate::completion::drafting::{BudgetSettings, DraftSources};
 use crate::completion::{Completer, CompletionRequest, CompletionStats, Strategy};
 use crate::workspace::{index_workspace, WalkConfig};
 use anyhow::{Context, Result};
+use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
 use serde::Serialize;
 use std::path::Path;
@@ -20,11 +21,13 @@ pub struct Variant {
     /// FastCoder settings (ablations switch components off).
     pub fastcoder: FastCoderConfig,
     pub budget: BudgetSettings,
+    /// A common store used instead of the engine's (the CREST check).
+    pub common: Option<Arc<CommonStore>>,
 }
 
 impl Variant {
     pub fn plain(strategy: Strategy, budget: BudgetSettings) -> Variant {
-        Variant { label: strategy.to_string(), strategy, fastcoder: FastCoderConfig::default(), budget }
+        Variant { label: strategy.to_string(), strategy, fastcoder: FastCoderConfig::default(), budget, common: None }
     }
 }
 
@@ -69,7 +72,13 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
         let mut sources: Vec<DraftSources> = bench
             .variants
             .iter()
-            .map(|v| completer.sources_like(v.fastcoder.clone(), v.budget, store.clone()))
+            .map(|v| {
+                let mut sources = completer.sources_like(v.fastcoder.clone(), v.budget, store.clone());
+                if let Some(common) = &v.common {
+                    sources.common = Some(common.clone());
+                }
+                sources
+            })
             .collect();
         for task in &chosen {
             let original = with_cut_file(&store, task, &tokenize)?;

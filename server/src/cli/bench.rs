@@ -3,14 +3,17 @@
 use super::EngineArgs;
 use crate::bench::packages;
 use crate::bench::repo::{self, RepoBench, TaskRun, Variant};
-use crate::bench::report;
+use crate::bench::sweep::{self, Sweep};
+use crate::bench::{memory, report};
 use crate::completion::drafting::BudgetSettings;
-use crate::completion::{calibrate, Completer, Strategy};
+use crate::completion::{calibrate, common, Completer, Strategy};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
 use serde_json::json;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Subcommand, Debug)]
@@ -57,6 +60,17 @@ pub struct RepoArgs {
     /// Also run FastCoder with each component switched off in turn.
     #[arg(long)]
     ablations: bool,
+    /// Also run one FastCoder variant per value of a parameter, the others at
+    /// their defaults (repeatable). NAME: alpha, beta, cache_weight, delta
+    /// (the cache's activation threshold δ) or p (line-start retrieval
+    /// probability).
+    #[arg(long = "sweep", value_name = "NAME=V1,V2,...", value_parser = parse_sweep)]
+    sweeps: Vec<Sweep>,
+    /// Also run each strategy that reads the common store with the
+    /// uncompacted store (every n-gram of the same corpus instead of CREST's
+    /// top-t; built once and cached).
+    #[arg(long)]
+    common_full: bool,
     /// Where results.json and results.md go.
     #[arg(long, default_value = "target/bench/repo")]
     out: PathBuf,
@@ -154,23 +168,84 @@ fn ablations(budget: BudgetSettings) -> Vec<Variant> {
         strategy: Strategy::FastCoder,
         fastcoder,
         budget,
+        common: None,
     })
     .collect()
 }
 
+/// Disk and resident sizes of the compact and the full common store, after a
+/// run (both are memory-mapped: only the pages read are resident).
+fn common_store_sizes(tokenizer: &copilotd_model::Tokenizer, full: &CommonStore) -> String {
+    let mb = |bytes: Option<u64>| bytes.map_or("?".to_string(), |b| format!("{:.1} MB", b as f64 / 1e6));
+    let line = |label: &str, path: &std::path::Path, entries: u64| {
+        let disk = std::fs::metadata(path).ok().map(|m| m.len());
+        let resident = memory::mapped_resident_bytes(path);
+        format!(
+            "- {label} common store: {entries} n-grams, {} on disk, {} resident after the run\n",
+            mb(disk),
+            mb(resident)
+        )
+    };
+    let compact_path = common::store_path(tokenizer);
+    let compact_entries =
+        CommonStore::open(&compact_path, tokenizer.fingerprint()).map_or(0, |s| s.entries_per_n().iter().sum());
+    let full_entries = full.entries_per_n().iter().sum();
+    format!(
+        "{}{}\n",
+        line("compact (top-t)", &compact_path, compact_entries),
+        line("full (every n-gram)", &common::full_store_path(tokenizer), full_entries)
+    )
+}
+
+/// The strategies that `--common-full` also runs with the full common store.
+fn full_store_readers(args: &RepoArgs) -> Result<Vec<Strategy>> {
+    let readers: Vec<Strategy> =
+        args.strategies.iter().copied().filter(|s| args.common_full && s.uses_common_store()).collect();
+    anyhow::ensure!(
+        !args.common_full || !readers.is_empty(),
+        "--common-full needs a strategy that reads the common store among --strategies (rest, fastcoder, auto)"
+    );
+    Ok(readers)
+}
+
+/// `ar` first, then the strategies, the ablations, the sweeps, and the
+/// strategies that read the common store run with the full one.
+fn variants(
+    args: &RepoArgs,
+    budget: BudgetSettings,
+    full_common: Option<(&Arc<CommonStore>, &[Strategy])>,
+) -> Vec<Variant> {
+    let mut variants = vec![Variant::plain(Strategy::Ar, budget)];
+    variants.extend(args.strategies.iter().filter(|s| **s != Strategy::Ar).map(|s| Variant::plain(*s, budget)));
+    if args.ablations {
+        variants.extend(ablations(budget));
+    }
+    variants.extend(sweep::variants(&args.sweeps, budget));
+    if let Some((full, readers)) = full_common {
+        variants.extend(readers.iter().map(|&strategy| Variant {
+            label: format!("{strategy} full common store"),
+            common: Some(full.clone()),
+            ..Variant::plain(strategy, budget)
+        }));
+    }
+    variants
+}
+
+fn parse_sweep(value: &str) -> Result<Sweep, String> {
+    value.parse().map_err(|e: anyhow::Error| format!("{e:#}"))
+}
+
 fn repo(args: &RepoArgs) -> Result<()> {
+    let full_readers = full_store_readers(args)?;
     let packages = packages::read_list(&args.packages)?;
     let settings = args.engine.settings();
     let mut completer = Completer::load(&settings)?;
     if let Err(error) = completer.load_common_store() {
         eprintln!("copilotd: warning: running without the common datastore: {error:#}");
     }
-    let mut variants = vec![Variant::plain(Strategy::Ar, settings.budget)];
-    variants
-        .extend(args.strategies.iter().filter(|s| **s != Strategy::Ar).map(|s| Variant::plain(*s, settings.budget)));
-    if args.ablations {
-        variants.extend(ablations(settings.budget));
-    }
+    let full_common =
+        if full_readers.is_empty() { None } else { Some(common::open_or_build_full(completer.tokenizer())?) };
+    let variants = variants(args, settings.budget, full_common.as_ref().map(|full| (full, full_readers.as_slice())));
     let labels: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
     let bench = RepoBench {
         packages: &packages,
@@ -195,16 +270,31 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let runs = repo::run(&bench, &mut completer, &mut log)?;
     let summaries = report::summarize(&runs, &labels);
     let table = report::markdown(&summaries);
+    let store_sizes = match &full_common {
+        Some(full) => common_store_sizes(completer.tokenizer(), full),
+        None => String::new(),
+    };
     let info = completer.model_info();
+    let budget = &settings.budget;
     let header = format!(
-        "Repository benchmark: model {} ({}, {}, {} threads), {} tasks/package, up to {} tokens, greedy.\n\n",
-        info.name, info.weights, info.device, info.threads, args.tasks, args.max_tokens
+        "Repository benchmark: model {} ({}, {}, {} threads), {} tasks/package, up to {} tokens, greedy; \
+         draft budget {} nodes, depth {}{}.\n\n{store_sizes}",
+        info.name,
+        info.weights,
+        info.device,
+        info.threads,
+        args.tasks,
+        args.max_tokens,
+        budget.max_nodes,
+        budget.max_depth,
+        if budget.cost_aware { ", cost-aware" } else { ", fixed" }
     );
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("results.md"), format!("{header}{table}"))?;
     let json = json!({
         "model": info.name, "weights": info.weights, "device": info.device, "threads": info.threads,
         "tasks_per_package": args.tasks, "max_tokens": args.max_tokens,
+        "draft_budget": {"max_nodes": budget.max_nodes, "max_depth": budget.max_depth, "cost_aware": budget.cost_aware},
         "summaries": summaries, "runs": runs,
     });
     std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&json)?)?;
@@ -230,4 +320,59 @@ fn lsp(args: LspArgs) -> Result<()> {
     let report = crate::lsp::bench::bench_lsp(&options)?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use copilotd_draft::common_store::CommonParams;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: RepoArgs,
+    }
+
+    fn parse(line: &[&str]) -> Result<RepoArgs, clap::Error> {
+        Wrapper::try_parse_from(std::iter::once("repo").chain(line.iter().copied())).map(|w| w.args)
+    }
+
+    #[test]
+    fn sweeps_and_the_full_store_add_labelled_variants() {
+        let args =
+            parse(&["--strategies", "rest,pld,fastcoder", "--sweep", "p=1", "--sweep", "delta=0,5", "--common-full"])
+                .unwrap();
+        let readers = full_store_readers(&args).unwrap();
+        assert_eq!(readers, [Strategy::Rest, Strategy::FastCoder]);
+        let full =
+            Arc::new(CommonStore::build(std::iter::once(&[1u32, 2, 3][..]), CommonParams::default(), 1).unwrap());
+        let variants = variants(&args, BudgetSettings::default(), Some((&full, &readers)));
+        let labels: Vec<&str> = variants.iter().map(|v| v.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "ar",
+                "rest",
+                "pld",
+                "fastcoder",
+                "fastcoder p=1",
+                "fastcoder delta=0",
+                "fastcoder delta=5",
+                "rest full common store",
+                "fastcoder full common store"
+            ]
+        );
+        assert!(variants.iter().filter(|v| v.common.is_some()).all(|v| v.label.ends_with("full common store")));
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_a_reason() {
+        let error = parse(&["--sweep", "alpha=1,-2"]).err().unwrap().to_string();
+        assert!(error.contains("alpha must be a finite number ≥ 0, not -2"), "{error}");
+        let args = parse(&["--strategies", "pld", "--common-full"]).unwrap();
+        let error = full_store_readers(&args).unwrap_err().to_string();
+        assert!(error.contains("--common-full needs a strategy that reads the common store"), "{error}");
+        assert!(full_store_readers(&parse(&["--strategies", "pld"]).unwrap()).unwrap().is_empty());
+    }
 }

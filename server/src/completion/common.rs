@@ -4,7 +4,7 @@
 use crate::common_build::{self, CommonBuildSummary};
 use crate::paths;
 use anyhow::Result;
-use copilotd_draft::common_store::{CommonParams, CommonStore};
+use copilotd_draft::common_store::{CommonParams, CommonStore, TopT};
 use copilotd_model::Tokenizer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,26 +14,108 @@ pub fn store_path(tokenizer: &Tokenizer) -> PathBuf {
     paths::cache_dir().join("common").join(format!("{:016x}.crest", tokenizer.fingerprint()))
 }
 
+/// `<tokenizer fingerprint>.full.crest` beside the compact store: every
+/// n-gram kept, for comparing with CREST's top-t compaction.
+pub fn full_store_path(tokenizer: &Tokenizer) -> PathBuf {
+    store_path(tokenizer).with_extension("full.crest")
+}
+
 /// Opens the cached common store; builds it from the default corpus first
 /// when there is none, or rebuilds it (with a warning) when it is unusable.
 pub fn open_or_build(tokenizer: &Tokenizer) -> Result<Arc<CommonStore>> {
-    let path = store_path(tokenizer);
+    open_or_build_at(tokenizer, &store_path(tokenizer), CommonParams::default(), &common_build::default_corpus)
+}
+
+/// Like `open_or_build`, for the uncompacted store at `full_store_path`
+/// (about 0.9 GB for the Python standard library, all of it read when
+/// opened).
+pub fn open_or_build_full(tokenizer: &Tokenizer) -> Result<Arc<CommonStore>> {
+    open_or_build_at(tokenizer, &full_store_path(tokenizer), full_params(), &common_build::default_corpus)
+}
+
+/// The parameters of the uncompacted store: the defaults, every n-gram kept.
+pub fn full_params() -> CommonParams {
+    CommonParams { top_t: TopT::Unlimited, ..CommonParams::default() }
+}
+
+/// Opens the store at `path`, or builds it with `params` from the corpus
+/// directory that `corpus` finds.
+fn open_or_build_at(
+    tokenizer: &Tokenizer,
+    path: &Path,
+    params: CommonParams,
+    corpus: &dyn Fn() -> Result<PathBuf>,
+) -> Result<Arc<CommonStore>> {
     if path.exists() {
-        match CommonStore::open(&path, tokenizer.fingerprint()) {
+        match CommonStore::open(path, tokenizer.fingerprint()) {
             Ok(store) => return Ok(Arc::new(store)),
             Err(error) => tracing::warn!("rebuilding the common datastore {}: {error:#}", path.display()),
         }
     }
-    let corpus = common_build::default_corpus()?;
-    eprintln!("copilotd: building the common datastore from {} (once)", corpus.display());
-    build(tokenizer, &corpus, &path)?;
-    Ok(Arc::new(CommonStore::open(&path, tokenizer.fingerprint())?))
+    let corpus = corpus()?;
+    eprintln!("copilotd: building the common datastore {} from {} (once)", path.display(), corpus.display());
+    build(tokenizer, &corpus, path, params)?;
+    Ok(Arc::new(CommonStore::open(path, tokenizer.fingerprint())?))
 }
 
 /// Builds the common datastore of `tokenizer` from the Python files under
-/// `corpus` into `out` with the default (CREST) parameters.
-pub fn build(tokenizer: &Tokenizer, corpus: &Path, out: &Path) -> Result<CommonBuildSummary> {
+/// `corpus` into `out`.
+pub fn build(tokenizer: &Tokenizer, corpus: &Path, out: &Path, params: CommonParams) -> Result<CommonBuildSummary> {
     let encoder = tokenizer.clone();
     let tokenize = move |text: &str| encoder.encode(text);
-    common_build::build_common(corpus, &tokenize, tokenizer.fingerprint(), out, CommonParams::default(), true)
+    common_build::build_common(corpus, &tokenize, tokenizer.fingerprint(), out, params, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A word-level tokenizer over a handful of words.
+    fn tokenizer(dir: &Path) -> Tokenizer {
+        let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+            "pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"[UNK]":0,"a":1,"b":2,"c":3,"d":4},"unk_token":"[UNK]"}}"#;
+        let path = dir.join("tokenizer.json");
+        std::fs::write(&path, json).unwrap();
+        Tokenizer::from_file(&path).unwrap()
+    }
+
+    #[test]
+    fn the_full_store_lies_beside_the_compact_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokenizer = tokenizer(dir.path());
+        let (compact, full) = (store_path(&tokenizer), full_store_path(&tokenizer));
+        assert_eq!(compact.parent(), full.parent());
+        assert_eq!(full.file_name().unwrap().to_string_lossy(), format!("{:016x}.full.crest", tokenizer.fingerprint()));
+    }
+
+    #[test]
+    fn the_full_store_keeps_every_ngram_and_is_built_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokenizer = tokenizer(dir.path());
+        let corpus = dir.path().join("corpus");
+        std::fs::create_dir_all(&corpus).unwrap();
+        // Every n-gram followed by a token: 1-grams a b c d; 2-grams ab bc cd da ba; ...
+        std::fs::write(corpus.join("m.py"), "a b c d a b a c").unwrap();
+        let found = || Ok(corpus.clone());
+        let path = dir.path().join("store.full.crest");
+        let full = open_or_build_at(&tokenizer, &path, full_params(), &found).unwrap();
+        assert_eq!(full.params().top_t, TopT::Unlimited);
+        assert_eq!(full.entries_per_n(), vec![4, 5, 5, 4, 3]);
+        let compact_params = CommonParams { top_t: TopT::PerN(2), ..CommonParams::default() };
+        let compact = open_or_build_at(&tokenizer, &dir.path().join("c.crest"), compact_params, &found).unwrap();
+        assert_eq!(compact.entries_per_n(), vec![2; 5]);
+        assert!(compact.size_bytes() < full.size_bytes());
+
+        // Cached: opened again without the corpus.
+        let gone = || anyhow::bail!("the corpus must not be read again");
+        assert_eq!(open_or_build_at(&tokenizer, &path, full_params(), &gone).unwrap().size_bytes(), full.size_bytes());
+        // A damaged file is rebuilt, not trusted (unmapped first: stores
+        // are only ever replaced by rename, never written in place).
+        let counts = full.entries_per_n();
+        drop(full);
+        std::fs::write(&path, b"not a store").unwrap();
+        let rebuilt = open_or_build_at(&tokenizer, &path, full_params(), &found).unwrap();
+        assert_eq!(rebuilt.entries_per_n(), counts);
+    }
 }
