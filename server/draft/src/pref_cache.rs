@@ -28,7 +28,7 @@ pub struct CacheConfig {
 
 impl Default for CacheConfig {
     fn default() -> Self {
-        CacheConfig { capacity: 1024, activation: 20, max_suffix: 16, min_suffix: 2, continuation_len: 16 }
+        CacheConfig { capacity: 1024, activation: 5, max_suffix: 16, min_suffix: 2, continuation_len: 16 }
     }
 }
 
