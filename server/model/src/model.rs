@@ -168,7 +168,7 @@ impl Model {
 /// heads of one kv head, sharing the loads of the cache rows.
 const ATTENTION_BLOCK: usize = 4;
 
-/// Attention of every node and head, on candle's thread pool. Returns
+/// Attention of every node and head, in parallel. Returns
 /// `[nodes, heads * head_dim]`.
 fn attention(kv: &KvCache, layer: usize, q: &[f32], tree: &TreeLayout, cfg: &Config) -> Vec<f32> {
     let (heads, kv_heads, hd) = (cfg.heads, cfg.kv_heads, cfg.head_dim);

@@ -149,6 +149,11 @@ impl QuantizedRows {
         rows
     }
 
+    /// Index in `bias_corrections` where input row `r`'s spans start.
+    fn corrections_start(&self, r: usize) -> usize {
+        r * (self.bias_corrections.len() / self.rows)
+    }
+
     fn fill(&mut self, x: &[f32], cols: usize) {
         for (row, quants) in x.chunks_exact(cols).zip(self.quants.chunks_exact_mut(self.width)) {
             quantize_row(row, quants, &mut self.scales);
@@ -235,8 +240,7 @@ mod reference {
             let len = span.vectors * VECTOR;
             let wq = &w.biased[row * w.width + span.start..][..len];
             let xq = &x.quants[r * x.width + span.start..][..len];
-            let spans_per_row = x.bias_corrections.len() / x.rows / LANES;
-            let corrections = &x.bias_corrections[(r * spans_per_row + index) * LANES..][..LANES];
+            let corrections = &x.bias_corrections[x.corrections_start(r) + index * LANES..][..LANES];
             let w_scales = &w.scales[(row * w.width + span.start) / BLOCK..][..span.blocks()];
             let x_scales = &x.scales[(r * x.width + span.start) / BLOCK..][..span.blocks()];
             for lane in 0..LANES {
@@ -320,14 +324,13 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn block<const R: usize, const G: usize>(w: &Q8Matrix, x: &QuantizedRows, at: Block, out: &mut [f32]) {
         let m = x.rows;
-        let spans_per_row = x.bias_corrections.len() / m / LANES;
         let mut acc = [[_mm512_setzero_ps(); G]; R];
         let w_rows: [*const u8; R] = std::array::from_fn(|j| w.biased.as_ptr().add((at.row0 + j) * w.width));
         let w_scales: [*const f32; R] = std::array::from_fn(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK));
         let x_rows: [*const i8; G] = std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width));
         let x_scales: [*const f32; G] = std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK));
         let x_corr: [*const i32; G] =
-            std::array::from_fn(|i| x.bias_corrections.as_ptr().add((at.r0 + i) * spans_per_row * LANES));
+            std::array::from_fn(|i| x.bias_corrections.as_ptr().add(x.corrections_start(at.r0 + i)));
         // The first group of input rows also pulls the next tile's weights into the cache,
         // so that memory keeps streaming while the other groups compute from L1.
         let prefetch = at.r0 == 0 && at.row0 + TILE_ROWS + R <= w.rows;

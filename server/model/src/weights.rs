@@ -224,7 +224,7 @@ fn dense_part(parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
     Ok(Part { kernel: Kernel::Dense(w), k_in: k, n })
 }
 
-/// Runs `tile(rows, dst)` for tiles of weight rows on candle's thread pool, `dst` being
+/// Runs `tile(rows, dst)` for tiles of weight rows in parallel, `dst` being
 /// the tile's products column-major (`dst[(j - rows.start) * m + r]` for input row `r`),
 /// and returns the `[m, n]` result row-major.
 fn over_weight_row_tiles(n: usize, m: usize, tile: impl Fn(Range<usize>, &mut [f32]) + Sync) -> Vec<f32> {
