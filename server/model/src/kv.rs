@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 
-use crate::ops::KvRows;
+use crate::attention::KvRows;
 use crate::tree::TreeLayout;
 
 /// Per layer and kv head, keys and values stored row after row (`head_dim` each).

@@ -10,6 +10,7 @@
 //! and are converted once at load time ([`WeightFormat`]). See `README.md` for the
 //! layout, the numerics and how to run the tests and the speed benchmark.
 
+mod attention;
 mod config;
 mod gguf;
 mod kv;

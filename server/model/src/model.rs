@@ -5,6 +5,7 @@ use candle_core::{DType, Device, Tensor};
 use std::path::Path;
 use std::sync::Mutex;
 
+use crate::attention;
 use crate::config::Config;
 use crate::kv::KvCache;
 use crate::loader::Weights;
@@ -109,6 +110,11 @@ impl Model {
 
     /// Runs the network over the nodes of `tree` and returns logits for the rows in `want`.
     fn run(&mut self, tokens: &[u32], tree: TreeLayout, want: &[usize]) -> Result<Vec<f32>> {
+        crate::threads::run(|| self.run_here(tokens, tree, want))
+    }
+
+    /// [`Self::run`] on the calling thread.
+    fn run_here(&mut self, tokens: &[u32], tree: TreeLayout, want: &[usize]) -> Result<Vec<f32>> {
         self.kv.discard_pending();
         let cfg = &self.config;
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
@@ -197,7 +203,7 @@ fn attention(kv: &KvCache, layer: usize, q: &[f32], tree: &TreeLayout, cfg: &Con
                     pending.push(tree.visible(node));
                 }
             }
-            ops::attend_block(&queries, &pending, &kv.rows(layer, g), scale, &mut scores, &mut outs);
+            attention::attend_block(&queries, &pending, &kv.rows(layer, g), scale, &mut scores, &mut outs);
         }
     });
     drop(cells);

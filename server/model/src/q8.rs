@@ -32,7 +32,7 @@ const VECTOR: usize = 64;
 /// 32-bit lanes per vector.
 const LANES: usize = VECTOR / 4;
 /// Vectors per full span.
-const SPAN_VECTORS: usize = 4;
+const SPAN_VECTORS: usize = 8;
 
 /// Weights `[rows, width]` in the kernel's layout (`width` padded to a multiple of 64).
 pub struct Q8Matrix {
@@ -159,14 +159,27 @@ impl QuantizedRows {
             quantize_row(row, quants, &mut self.scales);
             for span in spans(self.width) {
                 let bytes = &quants[span.start..][..span.vectors * VECTOR];
-                self.bias_corrections.extend((0..LANES).map(|lane| {
-                    let sum: i32 =
-                        bytes.chunks_exact(VECTOR).flat_map(|v| &v[lane * 4..][..4]).map(|&q| q as i32).sum();
-                    -128 * sum
-                }));
+                self.bias_corrections.extend(bias_corrections(bytes));
             }
         }
     }
+}
+
+/// Per lane of a span's input bytes: −128 × the sum of the bytes the lane meets.
+fn bias_corrections(bytes: &[i8]) -> [i32; LANES] {
+    #[cfg(target_arch = "x86_64")]
+    if available() {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { avx512::bias_corrections(bytes) };
+    }
+    bias_corrections_portable(bytes)
+}
+
+fn bias_corrections_portable(bytes: &[i8]) -> [i32; LANES] {
+    std::array::from_fn(|lane| {
+        let sum: i32 = bytes.chunks_exact(VECTOR).flat_map(|v| &v[lane * 4..][..4]).map(|&q| q as i32).sum();
+        -128 * sum
+    })
 }
 
 /// Quantizes `row` (zero-padded to `quants.len()`) in blocks of 32, appending one scale
@@ -182,7 +195,6 @@ fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
     quantize_row_portable(row, quants, scales);
 }
 
-#[inline(always)]
 fn quantize_row_portable(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
     let mut block = [0f32; BLOCK];
     let mut q = [0i8; BLOCK];
@@ -268,10 +280,48 @@ mod avx512 {
     const TILE_ROWS: usize = 4;
     const GROUP: usize = 4;
 
-    /// The portable code, compiled for AVX-512 (rounding becomes one instruction).
+    /// [`quantize_row_portable`] a block (two vectors) at a time: the same maximum, scale,
+    /// rounding (to nearest, ties to even) and clamping, so the same bytes.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
-        quantize_row_portable(row, quants, scales);
+        let mut block = [0f32; BLOCK];
+        let mut q = [0i8; BLOCK];
+        for span in spans(quants.len()) {
+            let out = &mut quants[span.start..][..span.vectors * VECTOR];
+            for b in 0..span.blocks() {
+                let start = span.start + b * BLOCK;
+                let values = &row[start.min(row.len())..(start + BLOCK).min(row.len())];
+                block[..values.len()].copy_from_slice(values);
+                block[values.len()..].fill(0.0);
+                let halves = [_mm512_loadu_ps(block.as_ptr()), _mm512_loadu_ps(block.as_ptr().add(LANES))];
+                let max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(halves[0]), _mm512_abs_ps(halves[1])));
+                let scale = max / 127.0;
+                let inverse = _mm512_set1_ps(if scale == 0.0 { 0.0 } else { 1.0 / scale });
+                for (half, bytes) in halves.into_iter().zip(q.chunks_exact_mut(LANES)) {
+                    let rounded = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                        _mm512_mul_ps(half, inverse),
+                    );
+                    let clamped = _mm512_min_ps(_mm512_max_ps(rounded, _mm512_set1_ps(-127.0)), _mm512_set1_ps(127.0));
+                    _mm_storeu_si128(bytes.as_mut_ptr().cast(), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(clamped)));
+                }
+                for (four, e) in q.chunks_exact(4).zip((0..BLOCK).step_by(4)) {
+                    out[span.position(b, e)..][..4].copy_from_slice(four);
+                }
+                scales.push(scale);
+            }
+        }
+    }
+
+    /// [`super::bias_corrections`] with one `vpdpbusd` by a vector of ones per vector.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn bias_corrections(bytes: &[i8]) -> [i32; LANES] {
+        let mut sums = _mm512_setzero_si512();
+        for vector in bytes.chunks_exact(VECTOR) {
+            sums = _mm512_dpbusd_epi32(sums, _mm512_set1_epi8(1), _mm512_loadu_si512(vector.as_ptr().cast()));
+        }
+        let mut lanes = [0i32; LANES];
+        _mm512_storeu_si512(lanes.as_mut_ptr().cast(), _mm512_mullo_epi32(sums, _mm512_set1_epi32(-128)));
+        lanes
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
@@ -282,19 +332,19 @@ mod avx512 {
             let tile = (rows.end - tile_start).min(TILE_ROWS);
             let mut r = 0;
             while r < m {
-                let group = (m - r).min(if m > GROUP { 2 * GROUP } else { GROUP });
+                let group = (m - r).min(GROUP);
                 let at = Block { row0: tile_start, r0: r, column: tile_start - rows.start };
-                let lower = Block { row0: at.row0 + 2, column: at.column + 2, ..at };
+                // Up to 16 weight vectors held in registers: two weight rows at a time
+                // with up to four input rows, one with more.
                 match (tile, group) {
-                    (4, 4) => block::<4, 4>(w, x, at, out),
-                    (4, 3) => block::<4, 3>(w, x, at, out),
-                    (4, 2) => block::<4, 2>(w, x, at, out),
-                    (4, 1) => block::<4, 1>(w, x, at, out),
-                    // Up to eight input rows in one pass over the weights, two rows at a time.
-                    (4, 8) => [at, lower].into_iter().for_each(|at| block::<2, 8>(w, x, at, out)),
-                    (4, 7) => [at, lower].into_iter().for_each(|at| block::<2, 7>(w, x, at, out)),
-                    (4, 6) => [at, lower].into_iter().for_each(|at| block::<2, 6>(w, x, at, out)),
-                    (4, 5) => [at, lower].into_iter().for_each(|at| block::<2, 5>(w, x, at, out)),
+                    (4, 8) => rows_by::<1, 8>(w, x, at, out),
+                    (4, 7) => rows_by::<1, 7>(w, x, at, out),
+                    (4, 6) => rows_by::<1, 6>(w, x, at, out),
+                    (4, 5) => rows_by::<1, 5>(w, x, at, out),
+                    (4, 4) => rows_by::<2, 4>(w, x, at, out),
+                    (4, 3) => rows_by::<2, 3>(w, x, at, out),
+                    (4, 2) => rows_by::<2, 2>(w, x, at, out),
+                    (4, 1) => rows_by::<2, 1>(w, x, at, out),
                     (t, g) => {
                         for j in 0..t {
                             for i in 0..g {
@@ -307,6 +357,14 @@ mod avx512 {
                 r += group;
             }
             tile_start += tile;
+        }
+    }
+
+    /// A whole tile of weight rows, `R` at a time, times `G` input rows.
+    #[inline(always)]
+    unsafe fn rows_by<const R: usize, const G: usize>(w: &Q8Matrix, x: &QuantizedRows, at: Block, out: &mut [f32]) {
+        for j in (0..TILE_ROWS).step_by(R) {
+            block::<R, G>(w, x, Block { row0: at.row0 + j, column: at.column + j, ..at }, out);
         }
     }
 
@@ -324,40 +382,22 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn block<const R: usize, const G: usize>(w: &Q8Matrix, x: &QuantizedRows, at: Block, out: &mut [f32]) {
         let m = x.rows;
+        let rows = Operands::<R, G> {
+            w_rows: std::array::from_fn(|j| w.biased.as_ptr().add((at.row0 + j) * w.width)),
+            w_scales: std::array::from_fn(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK)),
+            x_rows: std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width)),
+            x_scales: std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK)),
+            x_corrections: std::array::from_fn(|i| x.bias_corrections.as_ptr().add(x.corrections_start(at.r0 + i))),
+            // The first group of input rows also pulls the next tile's weights into the
+            // cache, so that memory keeps streaming while the other groups compute from L1.
+            next_tile: (at.r0 == 0 && at.row0 + TILE_ROWS + R <= w.rows).then_some(TILE_ROWS * w.width),
+        };
         let mut acc = [[_mm512_setzero_ps(); G]; R];
-        let w_rows: [*const u8; R] = std::array::from_fn(|j| w.biased.as_ptr().add((at.row0 + j) * w.width));
-        let w_scales: [*const f32; R] = std::array::from_fn(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK));
-        let x_rows: [*const i8; G] = std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width));
-        let x_scales: [*const f32; G] = std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK));
-        let x_corr: [*const i32; G] =
-            std::array::from_fn(|i| x.bias_corrections.as_ptr().add(x.corrections_start(at.r0 + i)));
-        // The first group of input rows also pulls the next tile's weights into the cache,
-        // so that memory keeps streaming while the other groups compute from L1.
-        let prefetch = at.r0 == 0 && at.row0 + TILE_ROWS + R <= w.rows;
         for (index, span) in spans(w.width).enumerate() {
-            let (offset, scale_offset) = (span.start, span.start / BLOCK);
-            if prefetch {
-                for row in w_rows {
-                    let next = row.add(TILE_ROWS * w.width + offset);
-                    for line in (0..span.vectors * VECTOR).step_by(64) {
-                        _mm_prefetch::<_MM_HINT_T0>(next.add(line).cast());
-                    }
-                }
-            }
-            let ws: [__m512; R] = std::array::from_fn(|j| block_scales(w_scales[j].add(scale_offset), span));
-            for i in 0..G {
-                let xs = block_scales(x_scales[i].add(scale_offset), span);
-                let corr = _mm512_loadu_si512(x_corr[i].add(index * LANES).cast());
-                for j in 0..R {
-                    let mut exact = corr;
-                    for v in 0..span.vectors {
-                        let wv = _mm512_loadu_si512(w_rows[j].add(offset + v * VECTOR).cast());
-                        let xv = _mm512_loadu_si512(x_rows[i].add(offset + v * VECTOR).cast());
-                        exact = _mm512_dpbusd_epi32(exact, wv, xv);
-                    }
-                    let scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(exact), xs);
-                    acc[j][i] = _mm512_fmadd_ps(scaled, ws[j], acc[j][i]);
-                }
+            if span.vectors == SPAN_VECTORS {
+                rows.span::<SPAN_VECTORS>(&mut acc, index, span.start);
+            } else {
+                rows.span::<1>(&mut acc, index, span.start);
             }
         }
         for (j, row_acc) in acc.iter().enumerate() {
@@ -369,11 +409,63 @@ mod avx512 {
         }
     }
 
-    /// The span's block scales repeated across the lanes: lane `j` gets `scales[j % blocks]`.
+    /// Where the rows of a block start: `R` weight rows and `G` input rows.
+    struct Operands<const R: usize, const G: usize> {
+        w_rows: [*const u8; R],
+        w_scales: [*const f32; R],
+        x_rows: [*const i8; G],
+        x_scales: [*const f32; G],
+        x_corrections: [*const i32; G],
+        /// Distance to the weights to prefetch, if this block prefetches.
+        next_tile: Option<usize>,
+    }
+
+    impl<const R: usize, const G: usize> Operands<R, G> {
+        /// Adds the products of span `index` (`V` vectors from value `offset`) to `acc`.
+        /// The span's weight vectors are loaded once and kept in registers for every input row.
+        #[inline(always)]
+        unsafe fn span<const V: usize>(&self, acc: &mut [[__m512; G]; R], index: usize, offset: usize) {
+            if let Some(distance) = self.next_tile {
+                for row in self.w_rows {
+                    for v in 0..V {
+                        _mm_prefetch::<_MM_HINT_T0>(row.add(distance + offset + v * VECTOR).cast());
+                    }
+                }
+            }
+            let scale_offset = offset / BLOCK;
+            let mut weights = [[_mm512_setzero_si512(); V]; R];
+            let mut w_scales = [_mm512_setzero_ps(); R];
+            for j in 0..R {
+                for (v, vector) in weights[j].iter_mut().enumerate() {
+                    *vector = _mm512_loadu_si512(self.w_rows[j].add(offset + v * VECTOR).cast());
+                }
+                w_scales[j] = block_scales::<V>(self.w_scales[j].add(scale_offset));
+            }
+            for i in 0..G {
+                let x_scales = block_scales::<V>(self.x_scales[i].add(scale_offset));
+                let corrections = _mm512_loadu_si512(self.x_corrections[i].add(index * LANES).cast());
+                // Each input vector is loaded once and meets every weight row at once.
+                let mut exact = [corrections; R];
+                for (v, _) in weights[0].iter().enumerate() {
+                    let input = _mm512_loadu_si512(self.x_rows[i].add(offset + v * VECTOR).cast());
+                    for (exact, row) in exact.iter_mut().zip(&weights) {
+                        *exact = _mm512_dpbusd_epi32(*exact, row[v], input);
+                    }
+                }
+                for ((acc, exact), w_scale) in acc.iter_mut().zip(exact).zip(w_scales) {
+                    let scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(exact), x_scales);
+                    acc[i] = _mm512_fmadd_ps(scaled, w_scale, acc[i]);
+                }
+            }
+        }
+    }
+
+    /// The block scales of a span of `V` vectors repeated across the lanes: lane `j` gets
+    /// `scales[j % (2 V)]`.
     #[inline(always)]
-    unsafe fn block_scales(scales: *const f32, span: Span) -> __m512 {
-        if span.vectors == SPAN_VECTORS {
-            _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(scales.cast())))
+    unsafe fn block_scales<const V: usize>(scales: *const f32) -> __m512 {
+        if V == SPAN_VECTORS {
+            _mm512_loadu_ps(scales)
         } else {
             _mm512_castpd_ps(_mm512_set1_pd(scales.cast::<f64>().read_unaligned()))
         }
@@ -411,6 +503,31 @@ mod tests {
             let w = Q8Matrix::quantize(&values(rows * cols, 3), rows, cols);
             let x = values(m * cols, 11);
             assert_eq!(product(&w, &x, m, true), product(&w, &x, m, false), "{rows}×{cols}, m = {m}");
+        }
+    }
+
+    #[test]
+    fn vector_quantization_matches_the_portable_code() {
+        if !available() {
+            eprintln!("skipped: this CPU lacks AVX-512 VNNI");
+            return;
+        }
+        for cols in [100, 576, 1536, 1088] {
+            let mut row = values(cols, 7);
+            row[..BLOCK].fill(0.0);
+            row[BLOCK] = 3.5;
+            let width = cols.next_multiple_of(VECTOR);
+            let (mut plain, mut fast) = (vec![0i8; width], vec![0i8; width]);
+            let (mut plain_scales, mut fast_scales) = (Vec::new(), Vec::new());
+            quantize_row_portable(&row, &mut plain, &mut plain_scales);
+            // SAFETY: the CPU has the features (checked above).
+            unsafe { avx512::quantize_row(&row, &mut fast, &mut fast_scales) };
+            assert_eq!((&plain, &plain_scales), (&fast, &fast_scales), "{cols} columns");
+            for span in spans(width) {
+                let bytes = &plain[span.start..][..span.vectors * VECTOR];
+                let expected = bias_corrections_portable(bytes);
+                assert_eq!(bias_corrections(bytes), expected, "{cols} columns, span at {}", span.start);
+            }
         }
     }
 

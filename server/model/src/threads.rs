@@ -1,12 +1,18 @@
 //! The threads the forward pass runs on.
 //!
-//! The model's own kernels split their work over rayon's pool; candle's CPU kernels (used
-//! at load time, and for weights kept in a quantized format this runtime has no kernel
-//! for) use candle's pool. Both are sized from the same variables. rayon's workers spin
-//! briefly and then sleep, so a busy machine (an editor, a build, the workspace indexer)
-//! slows a forward pass down in proportion instead of stalling it at every barrier.
+//! The model's own kernels split their work over one rayon pool; candle's CPU kernels
+//! (used at load time, and for weights kept in a quantized format this runtime has no
+//! kernel for) use candle's pool. Both are sized from the same variables. rayon's workers
+//! spin briefly and then sleep, so a busy machine (an editor, a build, the workspace
+//! indexer) slows a forward pass down in proportion instead of stalling it at every barrier.
+//!
+//! A whole forward pass runs on one of the pool's workers ([`run`]): its ~240 parallel
+//! loops then start on the thread that is already running, instead of each handing the
+//! work to the pool and putting the caller to sleep until it is done.
 
+use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::ops::Range;
+use std::sync::OnceLock;
 
 /// Requests `threads` worker threads. The pools read `CANDLE_NUM_THREADS` /
 /// `RAYON_NUM_THREADS` (default: the cores) once, the first time they are used, so this
@@ -19,9 +25,24 @@ pub fn configure(threads: Option<usize>) {
     }
 }
 
+fn pool() -> &'static ThreadPool {
+    static POOL: OnceLock<ThreadPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        ThreadPoolBuilder::new()
+            .thread_name(|i| format!("copilotd-model-{i}"))
+            .build()
+            .expect("cannot start the model's worker threads")
+    })
+}
+
 /// Threads the forward pass actually runs on.
 pub fn effective() -> usize {
-    rayon::current_num_threads()
+    pool().current_num_threads()
+}
+
+/// Runs `op` on a worker of the pool (directly, when already on one).
+pub fn run<R: Send>(op: impl FnOnce() -> R + Send) -> R {
+    pool().install(op)
 }
 
 /// Calls `f` on consecutive ranges covering `0..n_items`, in parallel, a few ranges per
@@ -29,5 +50,5 @@ pub fn effective() -> usize {
 pub fn for_each_range(n_items: usize, f: impl Fn(Range<usize>) + Sync + Send) {
     use rayon::prelude::*;
     let chunk = n_items.div_ceil(effective() * 4).max(1);
-    (0..n_items.div_ceil(chunk)).into_par_iter().for_each(|c| f(c * chunk..((c + 1) * chunk).min(n_items)));
+    run(|| (0..n_items.div_ceil(chunk)).into_par_iter().for_each(|c| f(c * chunk..((c + 1) * chunk).min(n_items))));
 }

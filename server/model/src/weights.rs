@@ -258,11 +258,12 @@ impl DisjointColumns {
     /// Stores the column-major block `block` into `columns` of every row.
     fn write(&self, columns: Range<usize>, block: &[f32]) {
         assert!(columns.end <= self.n && block.len() == columns.len() * self.m);
-        for (c, column) in columns.zip(block.chunks_exact(self.m)) {
-            for (r, &v) in column.iter().enumerate() {
+        // Row by row, so that the writes to `out` are contiguous.
+        for r in 0..self.m {
+            for (c, column) in columns.clone().zip(block.chunks_exact(self.m)) {
                 // SAFETY: `r < m` and `c < n` keep the index inside the `m * n` buffer, and
                 // no other thread writes column `c` (tiles are disjoint).
-                unsafe { *self.out.add(r * self.n + c) = v };
+                unsafe { *self.out.add(r * self.n + c) = column[r] };
             }
         }
     }

@@ -14,7 +14,9 @@ use std::time::Instant;
 const CALIBRATION_NODES: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// Cache length under the calibration passes.
 const CALIBRATION_CACHE: usize = 256;
-const CALIBRATION_REPEATS: usize = 3;
+/// Timed passes per node count (the median is kept): on a shared machine three were
+/// too few for a stable curve.
+const CALIBRATION_REPEATS: usize = 7;
 
 /// Real code to run the passes on; any text works, a fixed one keeps runs
 /// comparable.
@@ -57,13 +59,21 @@ pub fn measure(model: &mut Model, cache: usize, nodes: &[usize], repeats: usize)
 }
 
 fn cache_file(info: &ModelInfo, fingerprint: u64) -> PathBuf {
-    let key = format!("{}|{}|{}|{}|{fingerprint:016x}", info.name, info.weights, info.device, info.threads);
+    // The version is part of the key: a release with other kernels measures anew.
+    let key = format!(
+        "{}|{}|{}|{}|{fingerprint:016x}|{}",
+        info.name,
+        info.weights,
+        info.device,
+        info.threads,
+        env!("CARGO_PKG_VERSION")
+    );
     let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
     paths::cache_dir().join("calibration").join(format!("{hash:016x}.json"))
 }
 
 /// The cost curve of this model on this machine: cached, or measured now
-/// (about a second for a small model) and cached.
+/// (a few seconds for a small model) and cached.
 pub fn cost_curve(model: &mut Model) -> Result<CostCurve> {
     let path = cache_file(model.info(), model.tokenizer().fingerprint());
     if let Some(curve) = std::fs::read(&path)

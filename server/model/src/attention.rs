@@ -1,0 +1,521 @@
+//! Attention of a block of queries that share one kv head, over the cache rows and the
+//! pending (tree) rows.
+//!
+//! Query `r` attends to every cache row, then to the pending rows `pending[r]` (its
+//! ancestors, then itself), in that order. Softmax is summed sequentially in that order
+//! and each output accumulates its rows in that order, so a query's result depends only
+//! on the query and the rows it attends to, never on the other queries of the block. That
+//! is what keeps tree passes bit-identical to one-token passes.
+//!
+//! The two loops over the cache rows (scores, weighted sum of values) are where the time
+//! goes once the context is long. On x86-64 with AVX2 and FMA they run in [`x86`]: several
+//! queries share each loaded cache row, so a tree pass reads the cache from L2 a few times
+//! instead of once per query and head. [`portable`] is the same arithmetic written plainly
+//! (and what the vector code is tested against): an 8-lane partial sum per score combined as
+//! `((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7))`, one fused multiply-add per value element and row.
+
+use crate::ops::fused_dots;
+
+/// Keys and values one block of queries attends to: the shared cache rows, then per
+/// query its own rows among the pending (tree) entries.
+pub struct KvRows<'a> {
+    pub head_dim: usize,
+    pub cache_keys: &'a [f32],
+    pub cache_values: &'a [f32],
+    pub pending_keys: &'a [f32],
+    pub pending_values: &'a [f32],
+}
+
+/// Attention for a block of query heads that share one kv head: writes query `r`'s output
+/// to `outs[r]`. `scores` is scratch space kept by the caller across calls.
+pub fn attend_block(
+    queries: &[&[f32]],
+    pending: &[&[usize]],
+    kv: &KvRows,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    outs: &mut [&mut [f32]],
+) {
+    let d = kv.head_dim;
+    assert!(
+        kv.cache_keys.len() == kv.cache_values.len() && kv.pending_keys.len() == kv.pending_values.len(),
+        "keys and values must have the same rows"
+    );
+    let pending_rows = kv.pending_keys.len() / d;
+    assert!(pending.iter().all(|p| p.iter().all(|&node| node < pending_rows)), "pending row out of range");
+    assert!(queries.len() == pending.len() && queries.len() == outs.len(), "one pending list and output per query");
+    let widths = queries.iter().map(|q| q.len()).chain(outs.iter().map(|o| o.len()));
+    assert!(widths.into_iter().all(|w| w == d), "queries and outputs are head_dim wide");
+    let work = Attention { queries, pending, kv, scale };
+    #[cfg(target_arch = "x86_64")]
+    if d.is_multiple_of(8) && crate::ops::has_avx2_fma() {
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vl") {
+            // SAFETY: the CPU has the features (checked above); the asserts above keep
+            // every row the kernel reads in bounds.
+            unsafe { x86::attend_avx512(&work, scores, outs) };
+        } else {
+            // SAFETY: as above.
+            unsafe { x86::attend_avx2(&work, scores, outs) };
+        }
+        return;
+    }
+    portable::attend(&work, scores, outs);
+}
+
+/// The inputs of [`attend_block`].
+struct Attention<'a> {
+    queries: &'a [&'a [f32]],
+    pending: &'a [&'a [usize]],
+    kv: &'a KvRows<'a>,
+    scale: f32,
+}
+
+impl Attention<'_> {
+    fn cached(&self) -> usize {
+        self.kv.cache_keys.len() / self.kv.head_dim
+    }
+
+    /// `scores` cut into one row per query, wide enough for the cache rows and the
+    /// longest pending list.
+    fn score_rows<'s>(&self, scores: &'s mut Vec<f32>) -> Vec<&'s mut [f32]> {
+        let width = self.cached() + self.pending.iter().map(|p| p.len()).max().unwrap_or(0);
+        scores.clear();
+        scores.resize(self.queries.len() * width.max(1), 0.0);
+        scores.chunks_exact_mut(width.max(1)).collect()
+    }
+
+    /// Given the cache scores in `rows`, adds each query's scores of its pending rows.
+    #[inline(always)]
+    fn score_pending(&self, rows: &mut [&mut [f32]]) {
+        let (d, cached) = (self.kv.head_dim, self.cached());
+        for ((q, row), own) in self.queries.iter().zip(rows.iter_mut()).zip(self.pending) {
+            for (i, &node) in own.iter().enumerate() {
+                let key = &self.kv.pending_keys[node * d..(node + 1) * d];
+                row[cached + i] = fused_dots::<1>(q, [key])[0] * self.scale;
+            }
+        }
+    }
+
+    /// The scores query `r` has in its row: the cache rows', then its pending rows'.
+    fn row_len(&self, r: usize) -> usize {
+        self.cached() + self.pending[r].len()
+    }
+}
+
+/// `((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7))`: how eight partial sums are combined.
+#[inline(always)]
+fn combine(l: [f32; 8]) -> f32 {
+    ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
+}
+
+/// Constants of [`exp`] (Cephes' `expf`: ln 2 split in two, then a degree-5 polynomial).
+mod exp_constants {
+    pub const LOWEST: f32 = -87.0;
+    pub const LOG2E: f32 = std::f32::consts::LOG2_E;
+    pub const LN2_HI: f32 = 0.693_359_4;
+    pub const LN2_LO: f32 = -2.121_944_4e-4;
+    pub const POLY: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5];
+}
+
+/// `e^x` for `x ≤ 0` to about one ulp (inputs below −87 give e^−87), written so that the
+/// 8-lane version in [`x86`] computes the same bits: softmax weights must not depend on
+/// which path or batch computed them, and a library `expf` has no vector twin.
+#[inline(always)]
+fn exp(x: f32) -> f32 {
+    use exp_constants::*;
+    let x = x.max(LOWEST);
+    let n = (x * LOG2E).round_ties_even();
+    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
+    let mut p = POLY[0];
+    for c in &POLY[1..] {
+        p = p.mul_add(r, *c);
+    }
+    let y = p.mul_add(r * r, r) + 1.0;
+    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+/// The plain version: one query at a time.
+mod portable {
+    use super::*;
+
+    /// Cache keys a query is scored against in one loop (independent chains).
+    const KEY_GROUP: usize = 8;
+    /// Output values accumulated at a time.
+    const OUTPUT_SLICE: usize = 8;
+
+    pub(super) fn attend(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+        let mut rows = work.score_rows(scores);
+        let d = work.kv.head_dim;
+        for (q, row) in work.queries.iter().zip(rows.iter_mut()) {
+            let mut keys = work.kv.cache_keys.chunks_exact(KEY_GROUP * d);
+            for (group, out) in keys.by_ref().zip(row.chunks_exact_mut(KEY_GROUP)) {
+                let dots = fused_dots::<KEY_GROUP>(q, std::array::from_fn(|k| &group[k * d..(k + 1) * d]));
+                for (o, v) in out.iter_mut().zip(dots) {
+                    *o = v * work.scale;
+                }
+            }
+            let done = work.cached() / KEY_GROUP * KEY_GROUP;
+            for (o, key) in row[done..].iter_mut().zip(keys.remainder().chunks_exact(d)) {
+                *o = fused_dots::<1>(q, [key])[0] * work.scale;
+            }
+        }
+        work.score_pending(&mut rows);
+        let inverses: Vec<f32> =
+            rows.iter_mut().enumerate().map(|(r, row)| 1.0 / weigh(&mut row[..work.row_len(r)])).collect();
+        for (((weights, own), inverse), out) in rows.iter().zip(work.pending).zip(inverses).zip(outs.iter_mut()) {
+            if d.is_multiple_of(OUTPUT_SLICE) {
+                weighted_sum::<OUTPUT_SLICE>(weights, work.kv, own, inverse, out);
+            } else {
+                weighted_sum::<1>(weights, work.kv, own, inverse, out);
+            }
+        }
+    }
+
+    /// Turns `scores` into softmax weights `exp(s − max)` in place and returns their sum:
+    /// eight partial sums (element `i` into sum `i mod 8`), [`combine`]d, then the tail.
+    pub(super) fn weigh(scores: &mut [f32]) -> f32 {
+        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut lanes = [0f32; 8];
+        let mut chunks = scores.chunks_exact_mut(8);
+        for chunk in chunks.by_ref() {
+            for (lane, s) in lanes.iter_mut().zip(chunk) {
+                *s = exp(*s - max);
+                *lane += *s;
+            }
+        }
+        let mut sum = combine(lanes);
+        for s in chunks.into_remainder() {
+            *s = exp(*s - max);
+            sum += *s;
+        }
+        sum
+    }
+
+    /// `out = inverse · Σ weights[j] · value_j` over the cache rows, then the `pending`
+    /// rows, in that order, `N` output values at a time.
+    fn weighted_sum<const N: usize>(weights: &[f32], kv: &KvRows, pending: &[usize], inverse: f32, out: &mut [f32]) {
+        let d = kv.head_dim;
+        let cached = kv.cache_values.len() / d;
+        let pending_values = pending.iter().map(|&node| &kv.pending_values[node * d..(node + 1) * d]);
+        let values: Vec<&[f32]> = kv.cache_values.chunks_exact(d).chain(pending_values).collect();
+        for (slice, out) in out.chunks_exact_mut(N).enumerate() {
+            let mut acc = [0f32; N];
+            for (&p, value) in weights[..cached + pending.len()].iter().zip(&values) {
+                for (a, v) in acc.iter_mut().zip(&value[slice * N..(slice + 1) * N]) {
+                    *a = p.mul_add(*v, *a);
+                }
+            }
+            for (o, a) in out.iter_mut().zip(acc) {
+                *o = a * inverse;
+            }
+        }
+    }
+}
+
+/// The same arithmetic with AVX2/FMA intrinsics on 8-lane vectors, several queries at a
+/// time. Compiled once for AVX2 (16 registers) and once with AVX-512VL enabled, where the
+/// same code gets 32 registers and keeps every accumulator in one.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// Queries that share each loaded cache row.
+    const QUERY_GROUP: usize = 4;
+    /// Queries that share each loaded value row in the weighted sum.
+    const SUM_GROUP: usize = 2;
+
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    pub(super) unsafe fn attend_avx512(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+        attend(work, scores, outs)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn attend_avx2(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+        attend(work, scores, outs)
+    }
+
+    /// Needs `head_dim` to be a multiple of 8 and the rows checked by [`attend_block`].
+    /// Everything below is `inline(always)` without features of its own, so that it is
+    /// compiled inside the entry points above with their registers (the intrinsics are
+    /// inlined there).
+    #[inline(always)]
+    unsafe fn attend(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+        let mut rows = work.score_rows(scores);
+        let n = work.queries.len();
+        let mut start = 0;
+        while start < n {
+            let group = start..(start + QUERY_GROUP).min(n);
+            let (queries, rows) = (&work.queries[group.clone()], &mut rows[group.clone()]);
+            match group.len() {
+                4 => score_cache::<4, 4>(queries, work, rows),
+                3 => score_cache::<3, 4>(queries, work, rows),
+                2 => score_cache::<2, 8>(queries, work, rows),
+                _ => score_cache::<1, 8>(queries, work, rows),
+            }
+            start = group.end;
+        }
+        work.score_pending(&mut rows);
+        let mut inverses = Vec::with_capacity(n);
+        for (r, row) in rows.iter_mut().enumerate() {
+            inverses.push(1.0 / weigh(&mut row[..work.row_len(r)]));
+        }
+        let vectors = work.kv.head_dim / 8;
+        let mut start = 0;
+        while start < n {
+            let group = start..(start + SUM_GROUP).min(n);
+            let sums = Sums { weights: &rows[group.clone()], first: start, inverses: &inverses, work };
+            let outs = &mut outs[group.clone()];
+            match (group.len(), vectors % 8) {
+                (2, 0) => sums.write::<2, 8>(outs),
+                (2, _) => sums.write::<2, 1>(outs),
+                (_, 0) => sums.write::<1, 8>(outs),
+                _ => sums.write::<1, 1>(outs),
+            }
+            start = group.end;
+        }
+    }
+
+    /// Scores of `Q` queries against every cache row, `K` rows at a time.
+    #[inline(always)]
+    unsafe fn score_cache<const Q: usize, const K: usize>(
+        queries: &[&[f32]],
+        work: &Attention,
+        rows: &mut [&mut [f32]],
+    ) {
+        let (d, cached) = (work.kv.head_dim, work.cached());
+        let mut q = [std::ptr::null(); Q];
+        for (p, query) in q.iter_mut().zip(queries) {
+            *p = query.as_ptr();
+        }
+        let keys = work.kv.cache_keys.as_ptr();
+        let mut j = 0;
+        while j + K <= cached {
+            let dots = dots::<Q, K>(q, keys.add(j * d), d);
+            for (row, dots) in rows.iter_mut().zip(dots) {
+                for (k, dot) in dots.into_iter().enumerate() {
+                    row[j + k] = dot * work.scale;
+                }
+            }
+            j += K;
+        }
+        while j < cached {
+            let dots = dots::<Q, 1>(q, keys.add(j * d), d);
+            for (row, dots) in rows.iter_mut().zip(dots) {
+                row[j] = dots[0] * work.scale;
+            }
+            j += 1;
+        }
+    }
+
+    /// Dot products of `Q` vectors with `K` consecutive rows at `keys` (all `d` wide).
+    #[inline(always)]
+    unsafe fn dots<const Q: usize, const K: usize>(q: [*const f32; Q], keys: *const f32, d: usize) -> [[f32; K]; Q] {
+        let mut acc = [[_mm256_setzero_ps(); K]; Q];
+        for c in (0..d).step_by(8) {
+            let mut key = [_mm256_setzero_ps(); K];
+            for (k, key) in key.iter_mut().enumerate() {
+                *key = _mm256_loadu_ps(keys.add(k * d + c));
+            }
+            for (acc, q) in acc.iter_mut().zip(q) {
+                let x = _mm256_loadu_ps(q.add(c));
+                for (acc, key) in acc.iter_mut().zip(key) {
+                    *acc = _mm256_fmadd_ps(x, key, *acc);
+                }
+            }
+        }
+        let mut out = [[0f32; K]; Q];
+        for (out, acc) in out.iter_mut().zip(acc) {
+            for (o, lanes) in out.iter_mut().zip(acc) {
+                *o = sum_lanes(lanes);
+            }
+        }
+        out
+    }
+
+    /// The lanes [`combine`]d.
+    #[inline(always)]
+    unsafe fn sum_lanes(v: __m256) -> f32 {
+        let halves = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let pairs = _mm_hadd_ps(halves, halves);
+        _mm_cvtss_f32(_mm_hadd_ps(pairs, pairs))
+    }
+
+    /// [`portable::weigh`], eight scores at a time.
+    #[inline(always)]
+    unsafe fn weigh(scores: &mut [f32]) -> f32 {
+        let mut chunks = scores.chunks_exact_mut(8);
+        let mut max8 = _mm256_set1_ps(f32::NEG_INFINITY);
+        for chunk in chunks.by_ref() {
+            max8 = _mm256_max_ps(max8, _mm256_loadu_ps(chunk.as_ptr()));
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), max8);
+        let max = lanes.into_iter().chain(chunks.into_remainder().iter().copied()).fold(f32::NEG_INFINITY, f32::max);
+        let (max8, mut sum8) = (_mm256_set1_ps(max), _mm256_setzero_ps());
+        let mut chunks = scores.chunks_exact_mut(8);
+        for chunk in chunks.by_ref() {
+            let weights = exp8(_mm256_sub_ps(_mm256_loadu_ps(chunk.as_ptr()), max8));
+            _mm256_storeu_ps(chunk.as_mut_ptr(), weights);
+            sum8 = _mm256_add_ps(sum8, weights);
+        }
+        let mut sum = sum_lanes(sum8);
+        for s in chunks.into_remainder() {
+            *s = exp(*s - max);
+            sum += *s;
+        }
+        sum
+    }
+
+    /// [`exp`] of eight values.
+    #[inline(always)]
+    unsafe fn exp8(x: __m256) -> __m256 {
+        use exp_constants::*;
+        let x = _mm256_max_ps(x, _mm256_set1_ps(LOWEST));
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+            x,
+            _mm256_set1_ps(LOG2E),
+        ));
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x));
+        let mut p = _mm256_set1_ps(POLY[0]);
+        for c in &POLY[1..] {
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(*c));
+        }
+        let y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
+        let exponent = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+        _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(exponent)))
+    }
+
+    /// Softmax weights of a group of queries.
+    struct Sums<'a> {
+        weights: &'a [&'a mut [f32]],
+        /// Index of the group's first query.
+        first: usize,
+        inverses: &'a [f32],
+        work: &'a Attention<'a>,
+    }
+
+    impl Sums<'_> {
+        /// `out_r = inverse_r · Σ weights_r[j] · value_j` over the cache rows, then query
+        /// `r`'s pending rows, `8 · V` output values at a time, `Q` queries per loaded row.
+        #[inline(always)]
+        unsafe fn write<const Q: usize, const V: usize>(&self, outs: &mut [&mut [f32]]) {
+            let kv = self.work.kv;
+            let (d, cached) = (kv.head_dim, self.work.cached());
+            for slice in (0..d).step_by(8 * V) {
+                let mut acc = [[_mm256_setzero_ps(); V]; Q];
+                for j in 0..cached {
+                    let row = kv.cache_values.as_ptr().add(j * d + slice);
+                    let mut value = [_mm256_setzero_ps(); V];
+                    for (v, value) in value.iter_mut().enumerate() {
+                        *value = _mm256_loadu_ps(row.add(8 * v));
+                    }
+                    for (acc, weights) in acc.iter_mut().zip(self.weights) {
+                        let p = _mm256_set1_ps(weights[j]);
+                        for (acc, value) in acc.iter_mut().zip(value) {
+                            *acc = _mm256_fmadd_ps(p, value, *acc);
+                        }
+                    }
+                }
+                for (r, (acc, out)) in acc.iter_mut().zip(outs.iter_mut()).enumerate() {
+                    let own = self.work.pending[self.first + r];
+                    for (&p, &node) in self.weights[r][cached..].iter().zip(own) {
+                        let row = kv.pending_values.as_ptr().add(node * d + slice);
+                        let p = _mm256_set1_ps(p);
+                        for (v, acc) in acc.iter_mut().enumerate() {
+                            *acc = _mm256_fmadd_ps(p, _mm256_loadu_ps(row.add(8 * v)), *acc);
+                        }
+                    }
+                    let inverse = _mm256_set1_ps(self.inverses[self.first + r]);
+                    for (v, acc) in acc.iter().enumerate() {
+                        _mm256_storeu_ps(out[slice + 8 * v..][..8].as_mut_ptr(), _mm256_mul_ps(*acc, inverse));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv<'a>(keys: &'a [f32], values: &'a [f32], pk: &'a [f32], pv: &'a [f32], d: usize) -> KvRows<'a> {
+        KvRows { head_dim: d, cache_keys: keys, cache_values: values, pending_keys: pk, pending_values: pv }
+    }
+
+    #[test]
+    fn attention_of_one_key_returns_its_value() {
+        let rows = kv(&[0.5, -1.0], &[3.0, 4.0], &[], &[], 2);
+        let mut out = [0.0; 2];
+        attend_block(&[&[1.0, 2.0]], &[&[]], &rows, 0.5, &mut Vec::new(), &mut [&mut out]);
+        assert_eq!(out, [3.0, 4.0]);
+    }
+
+    #[test]
+    fn attention_weights_follow_softmax_over_cache_then_pending_rows() {
+        // Cache row 0: key 0, value 1. Pending rows: 0 → key 2, value 0; 1 → key 9, value 5.
+        let rows = kv(&[0.0], &[1.0], &[2.0, 9.0], &[0.0, 5.0], 1);
+        let mut a = [0.0];
+        let mut b = [0.0];
+        attend_block(&[&[1.0], &[1.0]], &[&[0], &[]], &rows, 1.0, &mut Vec::new(), &mut [&mut a, &mut b]);
+        let expected = 1.0 / (1.0 + 2f32.exp());
+        assert!((a[0] - expected).abs() < 1e-6, "{} vs {expected}", a[0]);
+        assert_eq!(b, [1.0], "the second query sees only the cache row");
+    }
+
+    #[test]
+    fn a_query_result_does_not_depend_on_its_block() {
+        let d = 8;
+        let keys: Vec<f32> = (0..40 * d).map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0).collect();
+        let values: Vec<f32> = (0..40 * d).map(|i| ((i * 53 % 97) as f32 / 40.0) - 1.2).collect();
+        let pk: Vec<f32> = keys[..3 * d].iter().map(|x| x * 0.7).collect();
+        let pv: Vec<f32> = values[..3 * d].iter().map(|x| x + 0.3).collect();
+        let rows = kv(&keys, &values, &pk, &pv, d);
+        let q: Vec<Vec<f32>> = (0..3).map(|r| (0..d).map(|i| ((r * 7 + i) as f32).sin()).collect()).collect();
+        let pending: [&[usize]; 3] = [&[0], &[0, 1], &[2]];
+        let mut alone = vec![vec![0.0; d]; 3];
+        for r in 0..3 {
+            attend_block(&[&q[r]], &[pending[r]], &rows, 0.3, &mut Vec::new(), &mut [&mut alone[r]]);
+        }
+        let mut together = vec![vec![0.0; d]; 3];
+        let mut outs: Vec<&mut [f32]> = together.iter_mut().map(|o| &mut o[..]).collect();
+        let queries: Vec<&[f32]> = q.iter().map(|x| &x[..]).collect();
+        attend_block(&queries, &pending, &rows, 0.3, &mut Vec::new(), &mut outs);
+        assert_eq!(alone, together);
+    }
+
+    #[test]
+    fn exp_is_within_two_ulps_of_the_library() {
+        for i in 0..=87_000 {
+            let x = -(i as f32) / 1000.0;
+            let (ours, library) = (exp(x), x.exp());
+            assert!((ours - library).abs() <= 2.0 * f32::EPSILON * library, "exp({x}) = {ours}, library {library}");
+        }
+        assert_eq!(exp(0.0), 1.0);
+    }
+
+    #[test]
+    fn vector_path_matches_the_portable_path_bit_for_bit() {
+        for (d, cached, n) in [(64, 37, 12), (64, 8, 3), (24, 5, 7), (64, 0, 2), (128, 19, 1)] {
+            let value = |i: usize, seed: usize| (((i * 2654435761 + seed) % 1009) as f32 / 300.0 - 1.6).sin();
+            let keys: Vec<f32> = (0..cached * d).map(|i| value(i, 1)).collect();
+            let values: Vec<f32> = (0..cached * d).map(|i| value(i, 2)).collect();
+            let pk: Vec<f32> = (0..4 * d).map(|i| value(i, 3)).collect();
+            let pv: Vec<f32> = (0..4 * d).map(|i| value(i, 4)).collect();
+            let rows = kv(&keys, &values, &pk, &pv, d);
+            let q: Vec<Vec<f32>> = (0..n).map(|r| (0..d).map(|i| value(i, 10 + r)).collect()).collect();
+            let queries: Vec<&[f32]> = q.iter().map(|x| &x[..]).collect();
+            let lists: [&[usize]; 4] = [&[0], &[0, 1], &[0, 1, 3], &[]];
+            let pending: Vec<&[usize]> = (0..n).map(|r| lists[r % 4]).collect();
+            let work = Attention { queries: &queries, pending: &pending, kv: &rows, scale: 0.125 };
+            let mut plain = vec![vec![0.0; d]; n];
+            let mut outs: Vec<&mut [f32]> = plain.iter_mut().map(|o| &mut o[..]).collect();
+            portable::attend(&work, &mut Vec::new(), &mut outs);
+            let mut fast = vec![vec![0.0; d]; n];
+            let mut outs: Vec<&mut [f32]> = fast.iter_mut().map(|o| &mut o[..]).collect();
+            attend_block(&queries, &pending, &rows, 0.125, &mut Vec::new(), &mut outs);
+            assert_eq!(plain, fast, "d {d}, {cached} cache rows, {n} queries");
+        }
+    }
+}
