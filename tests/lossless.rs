@@ -40,7 +40,7 @@ impl Drafter for BranchingOracle {
         wrong_deep[3] = (wrong_deep[3] + 7) % self.vocab;
         wrong_deep.truncate(5);
         for (tokens, weight) in [(wrong_first, 3.0), (wrong_deep, 2.0), (right, 1.0)] {
-            out.push(Candidate { tokens, weight, source: Source::Fixed });
+            out.push(Candidate { tokens, weight, source: Source::Fixed, matched: 0 });
         }
     }
 }

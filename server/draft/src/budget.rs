@@ -68,10 +68,11 @@ impl CostCurve {
 }
 
 /// Buckets of the acceptance model: source x share of the parent's weight x
-/// depth.
+/// depth x length of the context match that found the draft.
 const SHARE_EDGES: [f32; 5] = [0.1, 0.25, 0.5, 0.75, 0.95];
 const DEPTH_BUCKETS: usize = 3;
-const BUCKETS: usize = Source::ALL.len() * (SHARE_EDGES.len() + 1) * DEPTH_BUCKETS;
+const MATCH_EDGES: [usize; 3] = [3, 5, 9];
+const BUCKETS: usize = Source::ALL.len() * (SHARE_EDGES.len() + 1) * DEPTH_BUCKETS * (MATCH_EDGES.len() + 1);
 
 /// Picks the verified tree size that maximises expected tokens per
 /// millisecond. A node's chance to be accepted is the product, along its
@@ -104,8 +105,10 @@ impl CostAwareBudget {
             2 | 3 => 1,
             _ => 2,
         };
+        let match_bucket = MATCH_EDGES.iter().take_while(|&&edge| tree.matched[node] >= edge).count();
         let source = Source::ALL.iter().position(|&s| s == tree.sources[node]).unwrap_or(0);
-        (source * (SHARE_EDGES.len() + 1) + share_bucket) * DEPTH_BUCKETS + depth_bucket
+        ((source * (SHARE_EDGES.len() + 1) + share_bucket) * DEPTH_BUCKETS + depth_bucket) * (MATCH_EDGES.len() + 1)
+            + match_bucket
     }
 
     /// Laplace-smoothed conditional acceptance rate of a bucket: unknown
@@ -162,7 +165,11 @@ mod tests {
     use crate::tree::build;
 
     fn chain(tokens: &[u32]) -> DraftTree {
-        build(0, &[Candidate { tokens: tokens.to_vec(), weight: 1.0, source: Source::Repository }], 64, 16)
+        chain_matched(tokens, 4)
+    }
+
+    fn chain_matched(tokens: &[u32], matched: usize) -> DraftTree {
+        build(0, &[Candidate { tokens: tokens.to_vec(), weight: 1.0, source: Source::Repository, matched }], 64, 16)
     }
 
     #[test]
@@ -199,5 +206,17 @@ mod tests {
             budget.observe(&tree, &[0, 1, 2, 3, 4]);
         }
         assert_eq!(budget.select(&tree), 4);
+    }
+
+    #[test]
+    fn long_context_matches_are_judged_apart_from_short_ones() {
+        let mut budget = CostAwareBudget::new(CostCurve::new(vec![(1, 10.0), (2, 14.0), (8, 40.0)]).unwrap(), 8, 8);
+        let (short, long) = (chain_matched(&[1, 2, 3, 4], 2), chain_matched(&[1, 2, 3, 4], 12));
+        for _ in 0..50 {
+            budget.observe(&short, &[0]);
+            budget.observe(&long, &[0, 1, 2, 3, 4]);
+        }
+        assert_eq!(budget.select(&short), 0);
+        assert_eq!(budget.select(&long), 4);
     }
 }

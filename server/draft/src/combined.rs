@@ -38,7 +38,7 @@ mod tests {
 
     impl Drafter for Fixed {
         fn propose(&mut self, _context: &[u32], out: &mut Vec<Candidate>) {
-            out.push(Candidate { tokens: self.0.clone(), weight: 1.0, source: Source::Fixed });
+            out.push(Candidate { tokens: self.0.clone(), weight: 1.0, source: Source::Fixed, matched: 0 });
         }
 
         fn observe(&mut self, _context: &[u32], _produced: &[u32], _accepted: Option<&AcceptedDraft>) {

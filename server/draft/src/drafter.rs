@@ -42,6 +42,9 @@ pub struct Candidate {
     /// draft tree is built (e.g. an occurrence count times a source weight).
     pub weight: f32,
     pub source: Source,
+    /// How many context tokens the source matched to find it (0: unknown).
+    /// A long match is stronger evidence than a short one.
+    pub matched: usize,
 }
 
 /// A source of drafts. Works on token ids only.

@@ -195,7 +195,8 @@ impl FastCoderDrafter {
             weight
         };
         for c in kept.iter().filter(|c| !c.tokens.is_empty()) {
-            out.push(Candidate { tokens: c.tokens.clone(), weight: scale * c.count as f32, source });
+            let weight = scale * c.count as f32;
+            out.push(Candidate { tokens: c.tokens.clone(), weight, source, matched: r.matched_len });
         }
         kept.len() as u64
     }

@@ -23,8 +23,9 @@ impl Default for PromptLookup {
 }
 
 impl PromptLookup {
-    /// Continuations of the longest matching suffix, most recent first.
-    pub fn lookup(&self, context: &[u32]) -> Vec<Vec<u32>> {
+    /// Continuations of the longest matching suffix, most recent first, and
+    /// that suffix's length.
+    pub fn lookup(&self, context: &[u32]) -> (usize, Vec<Vec<u32>>) {
         let len = context.len();
         for n in (self.min_ngram..=self.max_ngram.min(len.saturating_sub(1))).rev() {
             let suffix = &context[len - n..];
@@ -43,16 +44,16 @@ impl PromptLookup {
                 }
             }
             if !drafts.is_empty() {
-                return drafts;
+                return (n, drafts);
             }
         }
-        Vec::new()
+        (0, Vec::new())
     }
 }
 
 impl Drafter for PromptLookup {
     fn propose(&mut self, context: &[u32], out: &mut Vec<Candidate>) {
-        let drafts = self.lookup(context);
+        let (matched, drafts) = self.lookup(context);
         let count = drafts.len();
         // Newer occurrences weigh a little more; the weights sum to one, like
         // the normalised counts of the other sources they may be pooled with.
@@ -61,6 +62,7 @@ impl Drafter for PromptLookup {
             tokens,
             weight: (count - rank) as f32 / total,
             source: Source::Prompt,
+            matched,
         }));
     }
 }
@@ -74,21 +76,21 @@ mod tests {
         let pld = PromptLookup { max_ngram: 3, min_ngram: 1, draft_len: 2, max_branches: 4 };
         // Suffix [1, 2] occurs at 0 (followed by 3 4) and at 4 (followed by 5 6).
         let context = [1, 2, 3, 4, 1, 2, 5, 6, 9, 1, 2];
-        assert_eq!(pld.lookup(&context), vec![vec![5, 6], vec![3, 4]]);
+        assert_eq!(pld.lookup(&context).1, vec![vec![5, 6], vec![3, 4]]);
     }
 
     #[test]
     fn falls_back_to_shorter_suffixes() {
         let pld = PromptLookup { max_ngram: 4, min_ngram: 1, draft_len: 3, max_branches: 4 };
-        assert_eq!(pld.lookup(&[7, 8, 9, 5, 8]), vec![vec![9, 5, 8]]);
-        assert!(PromptLookup { min_ngram: 2, ..pld }.lookup(&[7, 8, 9, 5, 8]).is_empty());
+        assert_eq!(pld.lookup(&[7, 8, 9, 5, 8]).1, vec![vec![9, 5, 8]]);
+        assert!(PromptLookup { min_ngram: 2, ..pld }.lookup(&[7, 8, 9, 5, 8]).1.is_empty());
     }
 
     #[test]
     fn drafts_stop_at_the_end_of_the_context_and_duplicates_merge() {
         let pld = PromptLookup { max_ngram: 2, min_ngram: 2, draft_len: 5, max_branches: 4 };
-        assert_eq!(pld.lookup(&[1, 2, 3, 1, 2, 3, 1, 2]), vec![vec![3, 1, 2], vec![3, 1, 2, 3, 1, 2][..5].to_vec()]);
-        assert_eq!(pld.lookup(&[1, 2, 1, 2]), vec![vec![1, 2]]);
+        assert_eq!(pld.lookup(&[1, 2, 3, 1, 2, 3, 1, 2]).1, vec![vec![3, 1, 2], vec![3, 1, 2, 3, 1, 2][..5].to_vec()]);
+        assert_eq!(pld.lookup(&[1, 2, 1, 2]).1, vec![vec![1, 2]]);
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct DraftTree {
     pub weights: Vec<f32>,
     /// Source of the heaviest candidate through each node.
     pub sources: Vec<Source>,
+    /// Longest context match among the candidates through each node.
+    pub matched: Vec<usize>,
 }
 
 impl DraftTree {
@@ -32,6 +34,7 @@ impl DraftTree {
             depths: vec![0],
             weights: vec![0.0],
             sources: vec![Source::Fixed],
+            matched: vec![0],
         }
     }
 
@@ -71,7 +74,14 @@ impl DraftTree {
             keep[node] = true;
         }
         let mut new_index = vec![usize::MAX; self.len()];
-        let mut tree = DraftTree { tokens: vec![], parents: vec![], depths: vec![], weights: vec![], sources: vec![] };
+        let mut tree = DraftTree {
+            tokens: vec![],
+            parents: vec![],
+            depths: vec![],
+            weights: vec![],
+            sources: vec![],
+            matched: vec![],
+        };
         for node in (0..self.len()).filter(|&n| keep[n]) {
             new_index[node] = tree.tokens.len();
             tree.tokens.push(self.tokens[node]);
@@ -79,6 +89,7 @@ impl DraftTree {
             tree.depths.push(self.depths[node]);
             tree.weights.push(self.weights[node]);
             tree.sources.push(self.sources[node]);
+            tree.matched.push(self.matched[node]);
         }
         tree
     }
@@ -96,6 +107,7 @@ struct TrieNode {
     weight: f32,
     best_weight: f32,
     source: Source,
+    matched: usize,
     children: Vec<usize>,
 }
 
@@ -109,6 +121,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
         weight: 0.0,
         best_weight: f32::NEG_INFINITY,
         source: Source::Fixed,
+        matched: 0,
         children: Vec::new(),
     }];
     for candidate in candidates {
@@ -130,6 +143,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
                         weight: 0.0,
                         best_weight: f32::NEG_INFINITY,
                         source: candidate.source,
+                        matched: 0,
                         children: Vec::new(),
                     });
                     trie[node].children.push(child);
@@ -138,6 +152,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
             };
             let entry = &mut trie[node];
             entry.weight += candidate.weight;
+            entry.matched = entry.matched.max(candidate.matched);
             if candidate.weight > entry.best_weight {
                 entry.best_weight = candidate.weight;
                 entry.source = candidate.source;
@@ -153,6 +168,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
         depths: vec![0],
         weights: vec![trie[0].weight],
         sources: vec![Source::Fixed],
+        matched: vec![0],
     };
     let mut queue = std::collections::VecDeque::from([(0usize, 0usize)]);
     while let Some((trie_node, tree_node)) = queue.pop_front() {
@@ -165,6 +181,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
             tree.depths.push(trie[child].depth);
             tree.weights.push(trie[child].weight);
             tree.sources.push(trie[child].source);
+            tree.matched.push(trie[child].matched);
             queue.push_back((child, index));
         }
     }
@@ -177,7 +194,7 @@ mod tests {
     use super::*;
 
     fn cand(tokens: &[u32], weight: f32) -> Candidate {
-        Candidate { tokens: tokens.to_vec(), weight, source: Source::Fixed }
+        Candidate { tokens: tokens.to_vec(), weight, source: Source::Fixed, matched: 0 }
     }
 
     #[test]

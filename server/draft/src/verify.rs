@@ -155,8 +155,10 @@ mod tests {
     const VOCAB: usize = 4;
 
     fn tree_of(paths: &[&[u32]]) -> DraftTree {
-        let candidates: Vec<Candidate> =
-            paths.iter().map(|p| Candidate { tokens: p.to_vec(), weight: 1.0, source: Source::Fixed }).collect();
+        let candidates: Vec<Candidate> = paths
+            .iter()
+            .map(|p| Candidate { tokens: p.to_vec(), weight: 1.0, source: Source::Fixed, matched: 0 })
+            .collect();
         build(0, &candidates, 64, 8)
     }
 

@@ -89,7 +89,7 @@ impl Drafter for Oracle {
         let last = wrong_late.len() - 1;
         wrong_late[last] = (wrong_late[last] + 3) % VOCAB as u32;
         for (tokens, weight) in [(wrong_first, 3.0), (wrong_late, 2.0), (right, 1.0)] {
-            out.push(Candidate { tokens, weight, source: Source::Fixed });
+            out.push(Candidate { tokens, weight, source: Source::Fixed, matched: 0 });
         }
     }
 }
