@@ -11,10 +11,11 @@ use crate::tree::DraftTree;
 pub trait BudgetPolicy: Send {
     /// Upper bounds for drafting: (non-root nodes, depth).
     fn limits(&self) -> (usize, usize);
-    /// How many of the heaviest non-root nodes of `tree` (built under the
-    /// limits) to verify; all of them by default.
-    fn select(&mut self, tree: &DraftTree) -> usize {
-        tree.len() - 1
+    /// The non-root nodes of `tree` (built under the limits) to verify, each
+    /// with its parent, when the KV cache holds `cache_len` tokens; all of
+    /// them by default.
+    fn select(&mut self, tree: &DraftTree, _cache_len: usize) -> Vec<usize> {
+        (1..tree.len()).collect()
     }
     /// Feedback after verification: the verified tree and the accepted path.
     fn observe(&mut self, _tree: &DraftTree, _path: &[usize]) {}
@@ -55,16 +56,54 @@ impl CostCurve {
 
     /// Estimated milliseconds of one forward over `nodes` tokens.
     pub fn cost(&self, nodes: usize) -> f64 {
-        let p = &self.points;
-        if p.len() == 1 {
-            return p[0].1 * nodes as f64 / p[0].0 as f64;
+        match self.points[..] {
+            [(k, ms)] => ms * nodes as f64 / k as f64,
+            _ => piecewise_linear(&self.points, nodes),
         }
-        let upper = p.iter().position(|&(k, _)| k >= nodes).unwrap_or(p.len() - 1).max(1);
-        let (k0, t0) = p[upper - 1];
-        let (k1, t1) = p[upper];
-        let slope = (t1 - t0) / (k1 - k0) as f64;
-        (t0 + slope * (nodes as f64 - k0 as f64)).max(p[0].1 * 0.5)
     }
+}
+
+/// Forward-pass cost by node count and cache length: a cost curve measured
+/// at each of a few cache lengths, interpolated linearly in the cache length
+/// (attention work grows with it: on a CPU with a 2,048-token cache each node
+/// costs about three times what it costs with 256).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostModel {
+    /// `(cache length, curve)`, sorted by cache length.
+    curves: Vec<(usize, CostCurve)>,
+}
+
+impl CostModel {
+    pub fn new(mut curves: Vec<(usize, CostCurve)>) -> Option<CostModel> {
+        curves.sort_by_key(|(len, _)| *len);
+        curves.dedup_by_key(|(len, _)| *len);
+        (!curves.is_empty()).then_some(CostModel { curves })
+    }
+
+    pub fn curves(&self) -> &[(usize, CostCurve)] {
+        &self.curves
+    }
+
+    /// Estimated milliseconds of one forward over `nodes` tokens on a cache
+    /// of `cache_len` tokens.
+    pub fn cost(&self, nodes: usize, cache_len: usize) -> f64 {
+        let at_lengths: Vec<(usize, f64)> = self.curves.iter().map(|(len, curve)| (*len, curve.cost(nodes))).collect();
+        match at_lengths[..] {
+            [(_, ms)] => ms,
+            _ => piecewise_linear(&at_lengths, cache_len),
+        }
+    }
+}
+
+/// The value at `x` of the line through the two measured points around it
+/// (the first or last two outside their range), never below half the first
+/// value. `points` holds at least two points, sorted by distinct `x`.
+fn piecewise_linear(points: &[(usize, f64)], x: usize) -> f64 {
+    let upper = points.iter().position(|&(px, _)| px >= x).unwrap_or(points.len() - 1).max(1);
+    let (x0, y0) = points[upper - 1];
+    let (x1, y1) = points[upper];
+    let slope = (y1 - y0) / (x1 - x0) as f64;
+    (y0 + slope * (x as f64 - x0 as f64)).max(points[0].1 * 0.5)
 }
 
 /// Buckets of the acceptance model: source x share of the parent's weight x
@@ -80,7 +119,7 @@ const BUCKETS: usize = Source::ALL.len() * (SHARE_EDGES.len() + 1) * DEPTH_BUCKE
 /// carried the model's choice when its parent was accepted.
 #[derive(Clone, Debug)]
 pub struct CostAwareBudget {
-    cost: CostCurve,
+    cost: CostModel,
     max_nodes: usize,
     max_depth: usize,
     accepted: Vec<f64>,
@@ -88,11 +127,11 @@ pub struct CostAwareBudget {
 }
 
 impl CostAwareBudget {
-    pub fn new(cost: CostCurve, max_nodes: usize, max_depth: usize) -> CostAwareBudget {
+    pub fn new(cost: CostModel, max_nodes: usize, max_depth: usize) -> CostAwareBudget {
         CostAwareBudget { cost, max_nodes, max_depth, accepted: vec![0.0; BUCKETS], tried: vec![0.0; BUCKETS] }
     }
 
-    pub fn cost_curve(&self) -> &CostCurve {
+    pub fn cost_model(&self) -> &CostModel {
         &self.cost
     }
 
@@ -123,21 +162,31 @@ impl BudgetPolicy for CostAwareBudget {
         (self.max_nodes, self.max_depth)
     }
 
-    fn select(&mut self, tree: &DraftTree) -> usize {
+    /// Ranks nodes by their chance to be accepted (the product of learned
+    /// rates along the branch; a child never outranks its parent) and keeps
+    /// the most likely ones, as many as maximise expected tokens per
+    /// millisecond: for each tree size, the most likely nodes are the ones
+    /// that bring the most expected tokens.
+    fn select(&mut self, tree: &DraftTree, cache_len: usize) -> Vec<usize> {
         let mut reach = vec![0.0f64; tree.len()];
         reach[0] = 1.0;
-        let mut expected = 1.0;
-        let (mut best_nodes, mut best_rate) = (0, 1.0 / self.cost.cost(1));
-        for (rank, node) in tree.heaviest_order().into_iter().enumerate() {
+        for node in 1..tree.len() {
             let parent = tree.parents[node].expect("non-root node");
             reach[node] = reach[parent] * self.rate(Self::bucket(tree, node));
+        }
+        let mut order: Vec<usize> = (1..tree.len()).collect();
+        order.sort_by(|&a, &b| reach[b].total_cmp(&reach[a]).then(tree.depths[a].cmp(&tree.depths[b])).then(a.cmp(&b)));
+        let mut expected = 1.0;
+        let (mut best_nodes, mut best_rate) = (0, 1.0 / self.cost.cost(1, cache_len));
+        for (rank, &node) in order.iter().enumerate() {
             expected += reach[node];
-            let rate = expected / self.cost.cost(rank + 2);
+            let rate = expected / self.cost.cost(rank + 2, cache_len);
             if rate > best_rate {
                 (best_nodes, best_rate) = (rank + 1, rate);
             }
         }
-        best_nodes
+        order.truncate(best_nodes);
+        order
     }
 
     fn observe(&mut self, tree: &DraftTree, path: &[usize]) {
@@ -164,6 +213,12 @@ mod tests {
     use crate::drafter::Candidate;
     use crate::tree::build;
 
+    /// A budget whose cost does not depend on the cache length.
+    fn budget(points: Vec<(usize, f64)>, max_nodes: usize, max_depth: usize) -> CostAwareBudget {
+        let model = CostModel::new(vec![(256, CostCurve::new(points).unwrap())]).unwrap();
+        CostAwareBudget::new(model, max_nodes, max_depth)
+    }
+
     fn chain(tokens: &[u32]) -> DraftTree {
         chain_matched(tokens, 4)
     }
@@ -182,41 +237,85 @@ mod tests {
     }
 
     #[test]
+    fn cost_grows_linearly_with_the_cache_length_between_and_beyond_measurements() {
+        let short = CostCurve::new(vec![(1, 10.0), (8, 20.0)]).unwrap();
+        let long = CostCurve::new(vec![(1, 16.0), (8, 44.0)]).unwrap();
+        let model = CostModel::new(vec![(2048, long), (256, short)]).unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(model.cost(8, 256), 20.0));
+        assert!(close(model.cost(1, 2048), 16.0));
+        assert!(close(model.cost(8, 1152), 32.0));
+        assert!(close(model.cost(8, 3840), 68.0));
+        assert!(close(model.cost(1, 0), 10.0 - 6.0 * 256.0 / 1792.0));
+    }
+
+    #[test]
+    fn a_tree_that_pays_on_a_short_cache_is_cut_on_a_long_one() {
+        let short = CostCurve::new(vec![(1, 10.0), (8, 10.0)]).unwrap();
+        let long = CostCurve::new(vec![(1, 16.0), (8, 80.0)]).unwrap();
+        let mut budget = CostAwareBudget::new(CostModel::new(vec![(256, short), (2048, long)]).unwrap(), 8, 8);
+        let tree = chain(&[1, 2, 3, 4, 5, 6, 7]);
+        for _ in 0..20 {
+            budget.observe(&tree, &[0, 1, 2]);
+        }
+        assert_eq!(budget.select(&tree, 256).len(), 7);
+        assert!(budget.select(&tree, 2048).len() < 7);
+    }
+
+    #[test]
     fn a_flat_cost_curve_verifies_everything() {
-        let mut budget = CostAwareBudget::new(CostCurve::new(vec![(1, 10.0), (64, 10.0)]).unwrap(), 64, 16);
-        assert_eq!(budget.select(&chain(&[1, 2, 3, 4, 5])), 5);
+        let mut budget = budget(vec![(1, 10.0), (64, 10.0)], 64, 16);
+        assert_eq!(budget.select(&chain(&[1, 2, 3, 4, 5]), 256).len(), 5);
     }
 
     #[test]
     fn drafts_that_never_pass_stop_being_verified_on_a_steep_curve() {
-        let mut budget = CostAwareBudget::new(CostCurve::new(vec![(1, 10.0), (2, 14.0), (8, 40.0)]).unwrap(), 8, 8);
+        let mut budget = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
         let tree = chain(&[1, 2, 3]);
-        assert!(budget.select(&tree) > 0, "unknown drafts are worth a try");
+        assert!(!budget.select(&tree, 256).is_empty(), "unknown drafts are worth a try");
         for _ in 0..50 {
             budget.observe(&tree, &[0]);
         }
-        assert_eq!(budget.select(&tree), 0);
+        assert!(budget.select(&tree, 256).is_empty());
     }
 
     #[test]
     fn drafts_that_always_pass_are_kept_whole() {
-        let mut budget = CostAwareBudget::new(CostCurve::new(vec![(1, 10.0), (2, 14.0), (8, 40.0)]).unwrap(), 8, 8);
+        let mut budget = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
         let tree = chain(&[1, 2, 3, 4]);
         for _ in 0..50 {
             budget.observe(&tree, &[0, 1, 2, 3, 4]);
         }
-        assert_eq!(budget.select(&tree), 4);
+        assert_eq!(budget.select(&tree, 256).len(), 4);
+    }
+
+    #[test]
+    fn a_light_reliable_branch_is_verified_before_a_heavy_unreliable_one() {
+        let mut budget = budget(vec![(1, 10.0), (3, 12.0), (8, 40.0)], 8, 8);
+        let candidates = [
+            Candidate { tokens: vec![1, 2], weight: 9.0, source: Source::Common, matched: 2 },
+            Candidate { tokens: vec![5, 6], weight: 1.0, source: Source::Repository, matched: 2 },
+        ];
+        let tree = build(0, &candidates, 64, 16);
+        let light: Vec<usize> = (1..tree.len()).filter(|&n| tree.sources[n] == Source::Repository).collect();
+        let light_path: Vec<usize> = std::iter::once(0).chain(light.iter().copied()).collect();
+        for _ in 0..50 {
+            budget.observe(&tree, &light_path);
+        }
+        let mut selected = budget.select(&tree, 256);
+        selected.sort();
+        assert_eq!(selected, light);
     }
 
     #[test]
     fn long_context_matches_are_judged_apart_from_short_ones() {
-        let mut budget = CostAwareBudget::new(CostCurve::new(vec![(1, 10.0), (2, 14.0), (8, 40.0)]).unwrap(), 8, 8);
+        let mut budget = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
         let (short, long) = (chain_matched(&[1, 2, 3, 4], 2), chain_matched(&[1, 2, 3, 4], 12));
         for _ in 0..50 {
             budget.observe(&short, &[0]);
             budget.observe(&long, &[0, 1, 2, 3, 4]);
         }
-        assert_eq!(budget.select(&short), 0);
-        assert_eq!(budget.select(&long), 4);
+        assert!(budget.select(&short, 256).is_empty());
+        assert_eq!(budget.select(&long, 256).len(), 4);
     }
 }

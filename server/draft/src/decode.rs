@@ -253,9 +253,9 @@ impl<M: TreeModel> Session<M> {
             }
             let remaining = options.max_new_tokens - output.len();
             let mut tree = tree::build(pending, &candidates, node_budget, max_depth.min(remaining));
-            let selected = budget.select(&tree);
-            if selected + 1 < tree.len() {
-                tree = tree.keep_heaviest(selected);
+            let selected = budget.select(&tree, self.model.cache_len());
+            if selected.len() + 1 < tree.len() {
+                tree = tree.keep(&selected);
             }
             stats.draft_ms += ms_since(draft_started);
 

@@ -68,11 +68,19 @@ impl DraftTree {
 
     /// The subtree of the root and the `nodes` heaviest other nodes.
     pub fn keep_heaviest(&self, nodes: usize) -> DraftTree {
+        let order = self.heaviest_order();
+        self.keep(&order[..nodes.min(order.len())])
+    }
+
+    /// The subtree of the root and `nodes`, which must hold the parent of
+    /// each of its nodes (other than the root); node order is preserved.
+    pub fn keep(&self, nodes: &[usize]) -> DraftTree {
         let mut keep = vec![false; self.len()];
         keep[0] = true;
-        for node in self.heaviest_order().into_iter().take(nodes) {
+        for &node in nodes {
             keep[node] = true;
         }
+        debug_assert!((1..self.len()).all(|n| !keep[n] || self.parents[n].is_some_and(|p| keep[p])));
         let mut new_index = vec![usize::MAX; self.len()];
         let mut tree = DraftTree {
             tokens: vec![],

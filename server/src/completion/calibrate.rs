@@ -1,19 +1,20 @@
 //! Measuring what one forward pass costs on this machine: t(k) for a tree of
-//! k nodes on a warm cache. The cost-aware draft budget needs it; it is
-//! measured once per model, weight format, device and thread count, and
-//! cached.
+//! k nodes on a warm cache, at a short and a long cache (attention work grows
+//! with the cache). The cost-aware draft budget needs it; it is measured once
+//! per model, weight format, device and thread count, and cached.
 
 use crate::paths;
 use anyhow::{Context, Result};
-use copilotd_draft::budget::CostCurve;
+use copilotd_draft::budget::{CostCurve, CostModel};
 use copilotd_model::{Model, ModelInfo};
 use std::path::PathBuf;
 use std::time::Instant;
 
 /// Node counts measured for the draft budget.
 const CALIBRATION_NODES: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
-/// Cache length under the calibration passes.
-const CALIBRATION_CACHE: usize = 256;
+/// Cache lengths under the calibration passes: a short one and the longest
+/// default prompt window; the cost between and beyond is interpolated.
+const CALIBRATION_CACHES: [usize; 2] = [256, 2048];
 /// Timed passes per node count (the median is kept): on a shared machine three were
 /// too few for a stable curve.
 const CALIBRATION_REPEATS: usize = 7;
@@ -36,10 +37,35 @@ pub fn sample_tokens(model: &Model, count: usize) -> Result<Vec<u32>> {
 /// Median milliseconds of one forward over a chain of k nodes on a cache of
 /// `cache` tokens, for each k. Leaves the model's cache empty.
 pub fn measure(model: &mut Model, cache: usize, nodes: &[usize], repeats: usize) -> Result<Vec<(usize, f64)>> {
+    model.truncate(0);
+    let curve = measure_on_cache(model, cache, nodes, repeats);
+    model.truncate(0);
+    curve
+}
+
+/// `measure` at several cache lengths, extending one prefill from the
+/// shortest to the longest. Leaves the model's cache empty.
+fn measure_lengths(model: &mut Model, caches: &[usize], nodes: &[usize], repeats: usize) -> Result<CostModel> {
+    model.truncate(0);
+    let curves: Result<Vec<(usize, CostCurve)>> = caches
+        .iter()
+        .map(|&cache| {
+            let points = measure_on_cache(model, cache, nodes, repeats)?;
+            Ok((cache, CostCurve::new(points).context("calibration measured no usable times")?))
+        })
+        .collect();
+    model.truncate(0);
+    CostModel::new(curves?).context("no cache length to calibrate at")
+}
+
+/// Fills the cache (keeping what it holds of the sample text) to `cache`
+/// tokens, then times the chains; the chains' entries are not kept.
+fn measure_on_cache(model: &mut Model, cache: usize, nodes: &[usize], repeats: usize) -> Result<Vec<(usize, f64)>> {
     let largest = nodes.iter().copied().max().unwrap_or(1);
     let tokens = sample_tokens(model, cache + largest)?;
-    model.truncate(0);
-    model.prefill(&tokens[..cache]).context("calibration prefill failed")?;
+    let held = model.cache_len().min(cache);
+    model.truncate(held);
+    model.prefill(&tokens[held..cache]).context("calibration prefill failed")?;
     let mut curve = Vec::with_capacity(nodes.len());
     for &k in nodes {
         let chain = &tokens[cache..cache + k];
@@ -54,7 +80,6 @@ pub fn measure(model: &mut Model, cache: usize, nodes: &[usize], repeats: usize)
         times.sort_by(f64::total_cmp);
         curve.push((k, times[times.len() / 2]));
     }
-    model.truncate(0);
     Ok(curve)
 }
 
@@ -72,23 +97,26 @@ fn cache_file(info: &ModelInfo, fingerprint: u64) -> PathBuf {
     paths::cache_dir().join("calibration").join(format!("{hash:016x}.json"))
 }
 
-/// The cost curve of this model on this machine: cached, or measured now
-/// (a few seconds for a small model) and cached.
-pub fn cost_curve(model: &mut Model) -> Result<CostCurve> {
+/// The cost model of this model on this machine: cached, or measured now
+/// (several seconds for a small model) and cached.
+pub fn cost_model(model: &mut Model) -> Result<CostModel> {
     let path = cache_file(model.info(), model.tokenizer().fingerprint());
-    if let Some(curve) = std::fs::read(&path)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<Vec<(usize, f64)>>(&bytes).ok())
-        .and_then(CostCurve::new)
-    {
-        return Ok(curve);
+    if let Some(cost) = std::fs::read(&path).ok().and_then(|bytes| parse(&bytes)) {
+        return Ok(cost);
     }
-    let points = measure(model, CALIBRATION_CACHE, &CALIBRATION_NODES, CALIBRATION_REPEATS)?;
-    let curve = CostCurve::new(points.clone()).context("calibration measured no usable times")?;
-    if let Err(error) = write_atomically(&path, &serde_json::to_vec(&points)?) {
+    let cost = measure_lengths(model, &CALIBRATION_CACHES, &CALIBRATION_NODES, CALIBRATION_REPEATS)?;
+    let stored: Vec<(usize, &[(usize, f64)])> = cost.curves().iter().map(|(len, c)| (*len, c.points())).collect();
+    if let Err(error) = write_atomically(&path, &serde_json::to_vec(&stored)?) {
         tracing::warn!("cannot cache the cost curve at {}: {error:#}", path.display());
     }
-    Ok(curve)
+    Ok(cost)
+}
+
+/// A cached cost model; `None` when unreadable or from another layout.
+fn parse(bytes: &[u8]) -> Option<CostModel> {
+    let stored: Vec<(usize, Vec<(usize, f64)>)> = serde_json::from_slice(bytes).ok()?;
+    let curves = stored.into_iter().map(|(len, points)| Some((len, CostCurve::new(points)?))).collect::<Option<_>>()?;
+    CostModel::new(curves)
 }
 
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {

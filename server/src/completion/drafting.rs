@@ -4,7 +4,7 @@ use super::Strategy;
 use crate::syntax::LineStartOracle;
 use crate::workspace::SharedStore;
 use anyhow::{bail, Result};
-use copilotd_draft::budget::{BudgetPolicy, CostAwareBudget, CostCurve, FixedBudget};
+use copilotd_draft::budget::{BudgetPolicy, CostAwareBudget, CostModel, FixedBudget};
 use copilotd_draft::combined::Combined;
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::drafter::Drafter;
@@ -46,7 +46,7 @@ pub struct DraftSources {
     pub cache: Arc<Mutex<PreferenceCache>>,
     pub fastcoder: FastCoderConfig,
     pub budget: BudgetSettings,
-    /// Created at the first drafting request, once the cost curve is known.
+    /// Created at the first drafting request, once the cost model is known.
     cost_aware: Option<CostAwareBudget>,
 }
 
@@ -62,17 +62,17 @@ impl DraftSources {
         }
     }
 
-    /// Whether `budget_policy` needs a cost curve it does not have yet.
-    pub fn needs_cost_curve(&self) -> bool {
+    /// Whether `budget_policy` needs a cost model it does not have yet.
+    pub fn needs_cost_model(&self) -> bool {
         self.budget.cost_aware && self.cost_aware.is_none()
     }
 
-    pub fn set_cost_curve(&mut self, curve: CostCurve) {
-        self.cost_aware = Some(CostAwareBudget::new(curve, self.budget.max_nodes, self.budget.max_depth));
+    pub fn set_cost_model(&mut self, cost: CostModel) {
+        self.cost_aware = Some(CostAwareBudget::new(cost, self.budget.max_nodes, self.budget.max_depth));
     }
 
     /// The budget policy for the next request. `fixed` is used when the
-    /// policy is not cost-aware (or has no cost curve).
+    /// policy is not cost-aware (or has no cost model).
     pub fn budget_policy<'a>(&'a mut self, fixed: &'a mut FixedBudget) -> &'a mut dyn BudgetPolicy {
         *fixed = FixedBudget { nodes: self.budget.max_nodes, depth: self.budget.max_depth };
         match (&mut self.cost_aware, self.budget.cost_aware) {

@@ -15,7 +15,7 @@ pub use strategy::Strategy;
 use crate::model_files;
 use crate::workspace::SharedStore;
 use anyhow::{Context, Result};
-use copilotd_draft::budget::{CostCurve, FixedBudget};
+use copilotd_draft::budget::{CostModel, FixedBudget};
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::decode::{DecodeHooks, DecodeOptions, DecodeStats, Session, StopReason};
 use copilotd_draft::drafter::Drafter;
@@ -157,9 +157,9 @@ pub struct Completer {
     info: ModelInfo,
     settings: EngineSettings,
     sources: DraftSources,
-    /// This model's forward cost curve, measured (or read from the cache)
-    /// at the first request that drafts.
-    cost_curve: Option<CostCurve>,
+    /// This model's forward cost by tree size and cache length, measured (or
+    /// read from the cache) at the first request that drafts.
+    cost_model: Option<CostModel>,
     /// Each token id's text, for token healing.
     token_texts: Option<Vec<String>>,
     recent: VecDeque<CompletionStats>,
@@ -184,7 +184,7 @@ impl Completer {
             info,
             settings,
             sources,
-            cost_curve: None,
+            cost_model: None,
             token_texts: None,
             recent: VecDeque::new(),
         }
@@ -282,15 +282,15 @@ impl Completer {
         };
         let hooks = DecodeHooks { stop: &mut stop, cancelled };
         let mut drafter = self.sources.drafter(request.strategy, &self.tokenizer)?;
-        if drafter.is_some() && self.sources.needs_cost_curve() {
-            let curve = match &self.cost_curve {
-                Some(curve) => curve.clone(),
+        if drafter.is_some() && self.sources.needs_cost_model() {
+            let cost = match &self.cost_model {
+                Some(cost) => cost.clone(),
                 None => {
-                    let curve = calibrate::cost_curve(&mut self.session.model_mut().0)?;
-                    self.cost_curve.insert(curve).clone()
+                    let cost = calibrate::cost_model(&mut self.session.model_mut().0)?;
+                    self.cost_model.insert(cost).clone()
                 }
             };
-            self.sources.set_cost_curve(curve);
+            self.sources.set_cost_model(cost);
         }
         let drafter = drafter.as_mut().map(|d| d.as_mut() as &mut dyn Drafter);
         let mut fixed = FixedBudget { nodes: 0, depth: 0 };
