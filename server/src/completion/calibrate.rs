@@ -10,8 +10,8 @@ use copilotd_model::{Model, ModelInfo};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Node counts measured for the draft budget.
-const CALIBRATION_NODES: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// Node counts measured for the draft budget (larger trees are extrapolated).
+const CALIBRATION_NODES: [usize; 6] = [1, 2, 4, 8, 16, 32];
 /// Cache lengths under the calibration passes: a short one and the longest
 /// default prompt window; the cost between and beyond is interpolated.
 const CALIBRATION_CACHES: [usize; 2] = [256, 2048];
@@ -59,28 +59,36 @@ fn measure_lengths(model: &mut Model, caches: &[usize], nodes: &[usize], repeats
 }
 
 /// Fills the cache (keeping what it holds of the sample text) to `cache`
-/// tokens, then times the chains; the chains' entries are not kept.
+/// tokens, then times the chains; the chains' entries are not kept. The node
+/// counts take turns, round after round, so that a burst of load on a shared
+/// machine spreads over all of them instead of skewing one.
 fn measure_on_cache(model: &mut Model, cache: usize, nodes: &[usize], repeats: usize) -> Result<Vec<(usize, f64)>> {
     let largest = nodes.iter().copied().max().unwrap_or(1);
     let tokens = sample_tokens(model, cache + largest)?;
     let held = model.cache_len().min(cache);
     model.truncate(held);
     model.prefill(&tokens[held..cache]).context("calibration prefill failed")?;
-    let mut curve = Vec::with_capacity(nodes.len());
-    for &k in nodes {
-        let chain = &tokens[cache..cache + k];
-        let parents: Vec<Option<usize>> = (0..k).map(|i| i.checked_sub(1)).collect();
-        model.forward_tree(chain, &parents)?; // warm-up
-        let mut times = Vec::with_capacity(repeats);
-        for _ in 0..repeats.max(1) {
+    let chains: Vec<(&[u32], Vec<Option<usize>>)> =
+        nodes.iter().map(|&k| (&tokens[cache..cache + k], (0..k).map(|i| i.checked_sub(1)).collect())).collect();
+    let mut times = vec![Vec::with_capacity(repeats); nodes.len()];
+    // The first round warms up and is not kept.
+    for round in 0..=repeats.max(1) {
+        for ((chain, parents), times) in chains.iter().zip(times.iter_mut()) {
             let started = Instant::now();
-            model.forward_tree(chain, &parents)?;
-            times.push(started.elapsed().as_secs_f64() * 1000.0);
+            model.forward_tree(chain, parents)?;
+            if round > 0 {
+                times.push(started.elapsed().as_secs_f64() * 1000.0);
+            }
         }
-        times.sort_by(f64::total_cmp);
-        curve.push((k, times[times.len() / 2]));
     }
-    Ok(curve)
+    Ok(nodes
+        .iter()
+        .zip(times)
+        .map(|(&k, mut times)| {
+            times.sort_by(f64::total_cmp);
+            (k, times[times.len() / 2])
+        })
+        .collect())
 }
 
 fn cache_file(info: &ModelInfo, fingerprint: u64) -> PathBuf {
