@@ -157,9 +157,15 @@ impl CostAwareBudget {
     }
 }
 
+/// Draft nodes the cost-aware budget ranks, per node it may verify: the pool
+/// is built by weight, the verified nodes are chosen from it by their chance
+/// to be accepted, so a source with many heavy but unlikely nodes cannot
+/// crowd out the likely ones of another.
+const POOL_FACTOR: usize = 4;
+
 impl BudgetPolicy for CostAwareBudget {
     fn limits(&self) -> (usize, usize) {
-        (self.max_nodes, self.max_depth)
+        (self.max_nodes * POOL_FACTOR, self.max_depth)
     }
 
     /// Ranks nodes by their chance to be accepted (the product of learned
@@ -178,7 +184,7 @@ impl BudgetPolicy for CostAwareBudget {
         order.sort_by(|&a, &b| reach[b].total_cmp(&reach[a]).then(tree.depths[a].cmp(&tree.depths[b])).then(a.cmp(&b)));
         let mut expected = 1.0;
         let (mut best_nodes, mut best_rate) = (0, 1.0 / self.cost.cost(1, cache_len));
-        for (rank, &node) in order.iter().enumerate() {
+        for (rank, &node) in order.iter().take(self.max_nodes).enumerate() {
             expected += reach[node];
             let rate = expected / self.cost.cost(rank + 2, cache_len);
             if rate > best_rate {
@@ -305,6 +311,26 @@ mod tests {
         let mut selected = budget.select(&tree, 256);
         selected.sort();
         assert_eq!(selected, light);
+    }
+
+    #[test]
+    fn likely_nodes_are_found_beyond_the_heaviest_ones() {
+        let mut budget = budget(vec![(1, 10.0), (3, 12.0), (8, 40.0)], 4, 8);
+        let mut candidates: Vec<Candidate> = (0..12)
+            .map(|i| Candidate { tokens: vec![100 + i], weight: 1.0, source: Source::Common, matched: 2 })
+            .collect();
+        candidates.push(Candidate { tokens: vec![5, 6], weight: 0.5, source: Source::Repository, matched: 2 });
+        let (pool, depth) = budget.limits();
+        let tree = build(0, &candidates, pool, depth);
+        let likely: Vec<usize> = (1..tree.len()).filter(|&n| tree.sources[n] == Source::Repository).collect();
+        assert_eq!(likely.len(), 2, "the light branch is in the pool");
+        let path: Vec<usize> = std::iter::once(0).chain(likely.iter().copied()).collect();
+        for _ in 0..50 {
+            budget.observe(&tree, &path);
+        }
+        let mut selected = budget.select(&tree, 256);
+        selected.sort();
+        assert_eq!(selected, likely);
     }
 
     #[test]
