@@ -103,7 +103,8 @@ fn measure(name: &str, root: &Path, tokenize: &Tokenize) -> Result<()> {
     println!("[{name}] load: {:.2} s for {} tokens", t.elapsed().as_secs_f64(), loaded.token_count());
 
     // One 1,000-line file changes: its text is the first 1,000 lines of the
-    // largest file, edited a little each round.
+    // largest file, with a line that differs each round (so every round is a
+    // real update, whatever the file holds).
     let files = walk(root, &config, None)?.files;
     let largest = files.iter().max_by_key(|f| f.size).context("empty corpus")?;
     let (text, _) = read_text(&largest.abs, config.max_file_size).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -111,7 +112,7 @@ fn measure(name: &str, root: &Path, tokenize: &Tokenize) -> Result<()> {
     let mut store = loaded;
     let (mut tokenize_ms, mut update_ms) = (Vec::new(), Vec::new());
     for round in 0..15 {
-        let edited = base.replacen("def ", &format!("def edit{round}_"), 1 + round);
+        let edited = format!("# revision {round}\n{base}");
         let t = Instant::now();
         let tokens = tokenize(&edited)?;
         tokenize_ms.push(t.elapsed().as_secs_f64() * 1e3);
