@@ -131,10 +131,6 @@ impl CostAwareBudget {
         CostAwareBudget { cost, max_nodes, max_depth, accepted: vec![0.0; BUCKETS], tried: vec![0.0; BUCKETS] }
     }
 
-    pub fn cost_model(&self) -> &CostModel {
-        &self.cost
-    }
-
     fn bucket(tree: &DraftTree, node: usize) -> usize {
         let parent = tree.parents[node].expect("non-root node");
         let share = if tree.weights[parent] > 0.0 { tree.weights[node] / tree.weights[parent] } else { 0.0 };
@@ -225,6 +221,20 @@ mod tests {
         CostAwareBudget::new(model, max_nodes, max_depth)
     }
 
+    /// Trains `budget` on `tree` with the nodes of `source` (one branch from
+    /// the root) always accepted and the others never; returns those nodes
+    /// and what the budget then selects, sorted.
+    fn accept_only(budget: &mut CostAwareBudget, tree: &DraftTree, source: Source) -> (Vec<usize>, Vec<usize>) {
+        let accepted: Vec<usize> = (1..tree.len()).filter(|&n| tree.sources[n] == source).collect();
+        let path: Vec<usize> = std::iter::once(0).chain(accepted.iter().copied()).collect();
+        for _ in 0..50 {
+            budget.observe(tree, &path);
+        }
+        let mut selected = budget.select(tree, 256);
+        selected.sort();
+        (accepted, selected)
+    }
+
     fn chain(tokens: &[u32]) -> DraftTree {
         chain_matched(tokens, 4)
     }
@@ -303,13 +313,7 @@ mod tests {
             Candidate { tokens: vec![5, 6], weight: 1.0, source: Source::Repository, matched: 2 },
         ];
         let tree = build(0, &candidates, 64, 16);
-        let light: Vec<usize> = (1..tree.len()).filter(|&n| tree.sources[n] == Source::Repository).collect();
-        let light_path: Vec<usize> = std::iter::once(0).chain(light.iter().copied()).collect();
-        for _ in 0..50 {
-            budget.observe(&tree, &light_path);
-        }
-        let mut selected = budget.select(&tree, 256);
-        selected.sort();
+        let (light, selected) = accept_only(&mut budget, &tree, Source::Repository);
         assert_eq!(selected, light);
     }
 
@@ -322,14 +326,8 @@ mod tests {
         candidates.push(Candidate { tokens: vec![5, 6], weight: 0.5, source: Source::Repository, matched: 2 });
         let (pool, depth) = budget.limits();
         let tree = build(0, &candidates, pool, depth);
-        let likely: Vec<usize> = (1..tree.len()).filter(|&n| tree.sources[n] == Source::Repository).collect();
+        let (likely, selected) = accept_only(&mut budget, &tree, Source::Repository);
         assert_eq!(likely.len(), 2, "the light branch is in the pool");
-        let path: Vec<usize> = std::iter::once(0).chain(likely.iter().copied()).collect();
-        for _ in 0..50 {
-            budget.observe(&tree, &path);
-        }
-        let mut selected = budget.select(&tree, 256);
-        selected.sort();
         assert_eq!(selected, likely);
     }
 
