@@ -1,6 +1,7 @@
 //! One-at-a-time parameter sweeps of FastCoder for `copilotd bench repo
 //! --sweep NAME=V1,V2,...`: one variant per value, every other parameter at
-//! its default.
+//! its default. Besides FastCoder's own parameters, `nodes` verifies trees of
+//! a fixed size, to trace acceptance and speed against tree size.
 
 use super::repo::Variant;
 use crate::completion::drafting::BudgetSettings;
@@ -22,10 +23,12 @@ pub enum Param {
     Delta,
     /// p: probability of retrieving at a line start.
     P,
+    /// Nodes of every draft tree (a fixed budget instead of the cost-aware one).
+    Nodes,
 }
 
 impl Param {
-    const ALL: [Param; 5] = [Param::Alpha, Param::Beta, Param::CacheWeight, Param::Delta, Param::P];
+    const ALL: [Param; 6] = [Param::Alpha, Param::Beta, Param::CacheWeight, Param::Delta, Param::P, Param::Nodes];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -34,6 +37,7 @@ impl Param {
             Param::CacheWeight => "cache_weight",
             Param::Delta => "delta",
             Param::P => "p",
+            Param::Nodes => "nodes",
         }
     }
 
@@ -48,18 +52,23 @@ impl Param {
                 "delta must be a whole number of sequences ≥ 0, not {value}"
             ),
             Param::P => ensure!((0.0..=1.0).contains(&value), "p must be a probability in [0, 1], not {value}"),
+            Param::Nodes => ensure!(
+                value.fract() == 0.0 && (1.0..=1024.0).contains(&value),
+                "nodes must be a whole number from 1 to 1024, not {value}"
+            ),
         }
         Ok(())
     }
 
-    /// Sets this parameter of `config` to a value accepted by `check`.
-    fn apply(self, config: &mut FastCoderConfig, value: f64) {
+    /// Sets this parameter of `config` or `budget` to a value accepted by `check`.
+    fn apply(self, config: &mut FastCoderConfig, budget: &mut BudgetSettings, value: f64) {
         match self {
             Param::Alpha => config.alpha = value as f32,
             Param::Beta => config.beta = value as f32,
             Param::CacheWeight => config.cache_weight = value as f32,
             Param::Delta => config.cache.activation = value as usize,
             Param::P => config.line_start_retrieval_probability = value,
+            Param::Nodes => *budget = BudgetSettings { cost_aware: false, max_nodes: value as usize, ..*budget },
         }
     }
 }
@@ -112,8 +121,8 @@ pub fn variants(sweeps: &[Sweep], budget: BudgetSettings) -> Vec<Variant> {
         .iter()
         .flat_map(|sweep| sweep.values.iter().map(move |&value| (sweep.param, value)))
         .map(|(param, value)| {
-            let mut fastcoder = FastCoderConfig::default();
-            param.apply(&mut fastcoder, value);
+            let (mut fastcoder, mut budget) = (FastCoderConfig::default(), budget);
+            param.apply(&mut fastcoder, &mut budget, value);
             Variant {
                 label: format!("fastcoder {}={value}", param.name()),
                 fastcoder,
@@ -136,7 +145,7 @@ mod tests {
         let sweep: Sweep = "alpha=0.5, 1,2".parse().unwrap();
         assert_eq!(sweep, Sweep { param: Param::Alpha, values: vec![0.5, 1.0, 2.0] });
         for param in Param::ALL {
-            let parsed: Sweep = format!("{}=0", param.name()).parse().unwrap();
+            let parsed: Sweep = format!("{}=1", param.name()).parse().unwrap();
             assert_eq!(parsed.param, param);
         }
     }
@@ -144,7 +153,7 @@ mod tests {
     #[test]
     fn rejects_bad_names_and_values_clearly() {
         assert!(error("gamma=1").contains("unknown FastCoder parameter `gamma`"));
-        assert!(error("gamma=1").contains("alpha, beta, cache_weight, delta, p"));
+        assert!(error("gamma=1").contains("alpha, beta, cache_weight, delta, p, nodes"));
         assert!(error("alpha").contains("expected NAME=V1,V2"));
         assert!(error("alpha=1,x").contains("`x` is not a number"));
         assert!(error("alpha=").contains("`` is not a number"));
@@ -154,6 +163,8 @@ mod tests {
         assert!(error("delta=-3").contains("whole number"));
         assert!(error("p=1.5").contains("probability in [0, 1]"));
         assert!(error("p=NaN").contains("probability"));
+        assert!(error("nodes=0").contains("whole number from 1 to 1024"));
+        assert!(error("nodes=8.5").contains("whole number"));
     }
 
     #[test]
@@ -170,5 +181,17 @@ mod tests {
         assert_eq!(variants[2].fastcoder.alpha, default.alpha);
         assert_eq!(variants[3].fastcoder.line_start_retrieval_probability, 0.25);
         assert_eq!(variants[3].fastcoder.cache, default.cache);
+    }
+
+    #[test]
+    fn a_nodes_sweep_fixes_the_tree_size_and_keeps_the_depth() {
+        let sweeps = ["nodes=8,32".parse().unwrap()];
+        let budget = BudgetSettings { cost_aware: true, max_nodes: 16, max_depth: 6 };
+        let variants = variants(&sweeps, budget);
+        let budgets: Vec<BudgetSettings> = variants.iter().map(|v| v.budget).collect();
+        let fixed = |max_nodes| BudgetSettings { cost_aware: false, max_nodes, max_depth: 6 };
+        assert_eq!(budgets, [fixed(8), fixed(32)]);
+        assert_eq!(variants[1].label, "fastcoder nodes=32");
+        assert_eq!(variants[1].fastcoder.alpha, FastCoderConfig::default().alpha);
     }
 }

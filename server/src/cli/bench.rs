@@ -62,8 +62,8 @@ pub struct RepoArgs {
     ablations: bool,
     /// Also run one FastCoder variant per value of a parameter, the others at
     /// their defaults (repeatable). NAME: alpha, beta, cache_weight, delta
-    /// (the cache's activation threshold δ) or p (line-start retrieval
-    /// probability).
+    /// (the cache's activation threshold δ), p (line-start retrieval
+    /// probability) or nodes (every tree verified at this fixed size).
     #[arg(long = "sweep", value_name = "NAME=V1,V2,...", value_parser = parse_sweep)]
     sweeps: Vec<Sweep>,
     /// Also run each strategy that reads the common store with the
