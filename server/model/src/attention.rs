@@ -14,6 +14,7 @@
 //! (and what the vector code is tested against): an 8-lane partial sum per score combined as
 //! `((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7))`, one fused multiply-add per value element and row.
 
+use crate::kernel::Kernel;
 use crate::ops::fused_dots;
 
 /// Keys and values one block of queries attends to: the shared cache rows, then per
@@ -27,8 +28,11 @@ pub struct KvRows<'a> {
 }
 
 /// Attention for a block of query heads that share one kv head: writes query `r`'s output
-/// to `outs[r]`. `scores` is scratch space kept by the caller across calls.
+/// to `outs[r]`. `scores` is scratch space kept by the caller across calls. On `kernel`'s
+/// CPU class the vector code runs (x86), else the portable code (which aarch64 compilers
+/// vectorize with NEON); both give the same bits.
 pub fn attend_block(
+    kernel: Kernel,
     queries: &[&[f32]],
     pending: &[&[usize]],
     kv: &KvRows,
@@ -48,16 +52,14 @@ pub fn attend_block(
     assert!(widths.into_iter().all(|w| w == d), "queries and outputs are head_dim wide");
     let work = Attention { queries, pending, kv, scale };
     #[cfg(target_arch = "x86_64")]
-    if d.is_multiple_of(8) && crate::ops::has_avx2_fma() {
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vl") {
-            // SAFETY: the CPU has the features (checked above); the asserts above keep
-            // every row the kernel reads in bounds.
-            unsafe { x86::attend_avx512(&work, scores, outs) };
-        } else {
-            // SAFETY: as above.
-            unsafe { x86::attend_avx2(&work, scores, outs) };
+    if d.is_multiple_of(8) {
+        // SAFETY (both arms): the model runs only on kernels the CPU supports, and the
+        // asserts above keep every row the vector code reads in bounds.
+        match kernel {
+            Kernel::Avx512Vnni => return unsafe { x86::attend_avx512(&work, scores, outs) },
+            Kernel::AvxVnni | Kernel::Avx2 => return unsafe { x86::attend_avx2(&work, scores, outs) },
+            _ => {}
         }
-        return;
     }
     portable::attend(&work, scores, outs);
 }
@@ -448,7 +450,7 @@ mod tests {
     fn attention_of_one_key_returns_its_value() {
         let rows = kv(&[0.5, -1.0], &[3.0, 4.0], &[], &[], 2);
         let mut out = [0.0; 2];
-        attend_block(&[&[1.0, 2.0]], &[&[]], &rows, 0.5, &mut Vec::new(), &mut [&mut out]);
+        attend_block(Kernel::best(), &[&[1.0, 2.0]], &[&[]], &rows, 0.5, &mut Vec::new(), &mut [&mut out]);
         assert_eq!(out, [3.0, 4.0]);
     }
 
@@ -458,7 +460,15 @@ mod tests {
         let rows = kv(&[0.0], &[1.0], &[2.0, 9.0], &[0.0, 5.0], 1);
         let mut a = [0.0];
         let mut b = [0.0];
-        attend_block(&[&[1.0], &[1.0]], &[&[0], &[]], &rows, 1.0, &mut Vec::new(), &mut [&mut a, &mut b]);
+        attend_block(
+            Kernel::best(),
+            &[&[1.0], &[1.0]],
+            &[&[0], &[]],
+            &rows,
+            1.0,
+            &mut Vec::new(),
+            &mut [&mut a, &mut b],
+        );
         let expected = 1.0 / (1.0 + 2f32.exp());
         assert!((a[0] - expected).abs() < 1e-6, "{} vs {expected}", a[0]);
         assert_eq!(b, [1.0], "the second query sees only the cache row");
@@ -476,12 +486,12 @@ mod tests {
         let pending: [&[usize]; 3] = [&[0], &[0, 1], &[2]];
         let mut alone = vec![vec![0.0; d]; 3];
         for r in 0..3 {
-            attend_block(&[&q[r]], &[pending[r]], &rows, 0.3, &mut Vec::new(), &mut [&mut alone[r]]);
+            attend_block(Kernel::best(), &[&q[r]], &[pending[r]], &rows, 0.3, &mut Vec::new(), &mut [&mut alone[r]]);
         }
         let mut together = vec![vec![0.0; d]; 3];
         let mut outs: Vec<&mut [f32]> = together.iter_mut().map(|o| &mut o[..]).collect();
         let queries: Vec<&[f32]> = q.iter().map(|x| &x[..]).collect();
-        attend_block(&queries, &pending, &rows, 0.3, &mut Vec::new(), &mut outs);
+        attend_block(Kernel::best(), &queries, &pending, &rows, 0.3, &mut Vec::new(), &mut outs);
         assert_eq!(alone, together);
     }
 
@@ -496,7 +506,7 @@ mod tests {
     }
 
     #[test]
-    fn vector_path_matches_the_portable_path_bit_for_bit() {
+    fn every_kernel_matches_the_portable_path_bit_for_bit() {
         for (d, cached, n) in [(64, 37, 12), (64, 8, 3), (24, 5, 7), (64, 0, 2), (128, 19, 1)] {
             let value = |i: usize, seed: usize| (((i * 2654435761 + seed) % 1009) as f32 / 300.0 - 1.6).sin();
             let keys: Vec<f32> = (0..cached * d).map(|i| value(i, 1)).collect();
@@ -512,10 +522,12 @@ mod tests {
             let mut plain = vec![vec![0.0; d]; n];
             let mut outs: Vec<&mut [f32]> = plain.iter_mut().map(|o| &mut o[..]).collect();
             portable::attend(&work, &mut Vec::new(), &mut outs);
-            let mut fast = vec![vec![0.0; d]; n];
-            let mut outs: Vec<&mut [f32]> = fast.iter_mut().map(|o| &mut o[..]).collect();
-            attend_block(&queries, &pending, &rows, 0.125, &mut Vec::new(), &mut outs);
-            assert_eq!(plain, fast, "d {d}, {cached} cache rows, {n} queries");
+            for kernel in Kernel::supported() {
+                let mut fast = vec![vec![0.0; d]; n];
+                let mut outs: Vec<&mut [f32]> = fast.iter_mut().map(|o| &mut o[..]).collect();
+                attend_block(kernel, &queries, &pending, &rows, 0.125, &mut Vec::new(), &mut outs);
+                assert_eq!(plain, fast, "{kernel} kernel: d {d}, {cached} cache rows, {n} queries");
+            }
         }
     }
 }

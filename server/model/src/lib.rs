@@ -13,6 +13,7 @@
 mod attention;
 mod config;
 mod gguf;
+mod kernel;
 mod kv;
 mod loader;
 mod model;
@@ -26,6 +27,7 @@ mod tree;
 mod weights;
 
 pub use config::{Config, Family, RopeStyle};
+pub use kernel::{choose as choose_kernel, CpuDescription, Kernel, KernelChoice, KERNEL_ENV};
 pub use model::Model;
 pub use tokenizer::{tokenizer_from_gguf, FimTokens, Tokenizer};
 pub use tree::TreeLayout;
@@ -41,9 +43,8 @@ pub enum WeightFormat {
     /// As stored in the file (quantized GGUF types through candle's kernels; float
     /// safetensors as f32).
     Native,
-    /// Re-quantized to Q8_0 at load. On x86 CPUs with VNNI, input widths that are not a
-    /// multiple of 256 (e.g. 576) are zero-padded so candle's fast repacked kernels apply
-    /// (DESIGN §6: ~3x faster than native Q4_1 here, and cheap to run over many tokens).
+    /// Re-quantized to Q8_0 at load and multiplied by the own kernels (see [`Kernel`]):
+    /// about 3x faster than native Q4_1 through candle, and cheap to run over many tokens.
     #[default]
     Q8_0,
     /// Dequantized to f32.
@@ -70,6 +71,8 @@ pub struct LoadOptions {
     /// no candle computation has run in this process yet; see [`ModelInfo::threads`].
     pub threads: Option<usize>,
     pub weights: WeightFormat,
+    /// The kernel to run on (default: [`KERNEL_ENV`] if set, else the best this CPU runs).
+    pub kernel: Option<Kernel>,
 }
 
 /// What was loaded.
@@ -91,6 +94,10 @@ pub struct ModelInfo {
     pub fim: Option<FimTokens>,
     /// Threads candle's kernels run on.
     pub threads: usize,
+    /// The kernel the forward pass runs on.
+    pub kernel: Kernel,
+    /// Why the kernel is not the one asked for, if it is not.
+    pub kernel_warning: Option<String>,
 }
 
 /// The first line of an error's message: candle appends a backtrace to its errors when

@@ -12,7 +12,7 @@ use crate::loader::Weights;
 use crate::ops::{self, Rotation};
 use crate::tokenizer::Tokenizer;
 use crate::tree::TreeLayout;
-use crate::{source, LoadOptions, ModelInfo};
+use crate::{source, Kernel, LoadOptions, ModelInfo};
 
 /// Prompt tokens per forward pass during prefill.
 const PREFILL_CHUNK: usize = 128;
@@ -146,7 +146,7 @@ impl Model {
                 v.extend_from_slice(&row[qd + kvd..]);
             }
             self.kv.set_pending(l, &k, &v);
-            let attn = attention(&self.kv, l, &q, &tree, cfg);
+            let attn = attention(self.info.kernel, &self.kv, l, &q, &tree, cfg);
             ops::add_assign(&mut x, &layer.o.forward(&attn, n)?);
             let h = ops::rms_norm(&x, &layer.ffn_norm, cfg.rms_eps);
             let act = ops::swiglu(&layer.gate_up.forward(&h, n)?, cfg.intermediate);
@@ -176,7 +176,7 @@ const ATTENTION_BLOCK: usize = 4;
 
 /// Attention of every node and head, in parallel. Returns
 /// `[nodes, heads * head_dim]`.
-fn attention(kv: &KvCache, layer: usize, q: &[f32], tree: &TreeLayout, cfg: &Config) -> Vec<f32> {
+fn attention(kernel: Kernel, kv: &KvCache, layer: usize, q: &[f32], tree: &TreeLayout, cfg: &Config) -> Vec<f32> {
     let (heads, kv_heads, hd) = (cfg.heads, cfg.kv_heads, cfg.head_dim);
     let group = heads / kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
@@ -203,7 +203,7 @@ fn attention(kv: &KvCache, layer: usize, q: &[f32], tree: &TreeLayout, cfg: &Con
                     pending.push(tree.visible(node));
                 }
             }
-            attention::attend_block(&queries, &pending, &kv.rows(layer, g), scale, &mut scores, &mut outs);
+            attention::attend_block(kernel, &queries, &pending, &kv.rows(layer, g), scale, &mut scores, &mut outs);
         }
     });
     drop(cells);

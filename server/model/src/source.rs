@@ -9,7 +9,7 @@ use crate::loader::{self, Weights};
 use crate::safetensors::SafetensorsDir;
 use crate::tokenizer::Tokenizer;
 use crate::weights::Converter;
-use crate::{first_line, threads, LoadOptions, ModelInfo};
+use crate::{first_line, kernel, threads, KernelChoice, LoadOptions, ModelInfo};
 
 pub(crate) struct Loaded {
     pub info: ModelInfo,
@@ -37,13 +37,14 @@ fn load_gguf(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let mut file = GgufFile::open(path)?;
     let config = file.config()?;
     let tokenizer = file.tokenizer()?;
-    let conv = Converter::new(opts.weights);
+    let choice = kernel::choose(opts.kernel);
+    let conv = Converter::new(opts.weights, choice.kernel);
     let weights = loader::build(&mut file, &config, &conv)?;
     let mut eos: Vec<u32> = ["eos", "eot", "eom"].iter().filter_map(|w| file.token_id(w)).collect();
     eos.extend(end_of_text_tokens(&tokenizer));
     let name = file.name().unwrap_or_else(|| file_stem(path));
     Ok(Loaded {
-        info: info(name, &config, &tokenizer, &conv, &weights, file.token_id("bos"), eos),
+        info: info(name, &config, &tokenizer, (&conv, choice), &weights, file.token_id("bos"), eos),
         config,
         tokenizer,
         weights,
@@ -58,13 +59,14 @@ fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
     let mut st = SafetensorsDir::open(dir)?;
     let config = st.config.clone();
-    let conv = Converter::new(opts.weights);
+    let choice = kernel::choose(opts.kernel);
+    let conv = Converter::new(opts.weights, choice.kernel);
     let weights = loader::build(&mut st, &config, &conv)?;
     let mut eos = st.eos.clone();
     eos.extend(end_of_text_tokens(&tokenizer));
     let bos = st.bos;
     Ok(Loaded {
-        info: info(file_stem(dir), &config, &tokenizer, &conv, &weights, bos, eos),
+        info: info(file_stem(dir), &config, &tokenizer, (&conv, choice), &weights, bos, eos),
         config,
         tokenizer,
         weights,
@@ -75,7 +77,7 @@ fn info(
     name: String,
     config: &Config,
     tokenizer: &Tokenizer,
-    conv: &Converter,
+    (conv, kernel): (&Converter, KernelChoice),
     weights: &Weights,
     bos: Option<u32>,
     mut eos: Vec<u32>,
@@ -88,12 +90,17 @@ fn info(
         architecture: config.family.name().to_string(),
         vocab_size: config.vocab_size,
         context_length: config.context_length,
-        device: format!("cpu ({threads} threads)"),
-        weights: conv.describe(&weights.source_dtype, config.hidden),
+        device: match &kernel.warning {
+            None => format!("cpu ({threads} threads, {} kernel)", kernel.kernel),
+            Some(warning) => format!("cpu ({threads} threads, {} kernel; {warning})", kernel.kernel),
+        },
+        weights: conv.describe(&weights.source_dtype),
         bos_token: bos,
         eos_tokens: eos,
         fim: tokenizer.fim_tokens(),
         threads,
+        kernel: kernel.kernel,
+        kernel_warning: kernel.warning,
     }
 }
 

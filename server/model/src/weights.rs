@@ -1,9 +1,9 @@
 //! Weights as loaded from a file, converted once into the format the forward pass runs on.
 //!
 //! Quantized projections (the default: Q8_0, whatever the file held) run on the own
-//! multi-row Q8_0 kernel of [`crate::q8`] where the CPU supports it, else on candle's
-//! `QMatMul`, so GGUF and safetensors models share one code path; f32 weights use an own
-//! row-independent kernel (see [`Kernel::Dense`]). Projections that read the same input
+//! multi-row Q8_0 kernels of [`crate::q8`], so GGUF and safetensors models share one code
+//! path; weights kept in a quantized format as stored run on candle's `QMatMul`; f32 weights use an own
+//! row-independent kernel (see [`Matmul::Dense`]). Projections that read the same input
 //! (q/k/v, gate/up) are fused into one matrix by stacking rows: each output column of a
 //! matmul depends only on its own weight row, so fusing changes no bit of the result.
 
@@ -13,8 +13,8 @@ use candle_core::{DType, Device, Module, Tensor};
 use std::borrow::Cow;
 use std::ops::Range;
 
-use crate::q8::{self, Q8Matrix};
-use crate::{ops, WeightFormat};
+use crate::q8::Q8Matrix;
+use crate::{ops, Kernel, WeightFormat};
 
 /// A 2-D weight `[out, in]` as stored in the model file.
 pub enum RawWeight {
@@ -57,12 +57,12 @@ impl RawWeight {
 
 /// One matmul of a [`Linear`]: `n` outputs from a `k_in`-wide (possibly zero-padded) input.
 struct Part {
-    kernel: Kernel,
+    matmul: Matmul,
     k_in: usize,
     n: usize,
 }
 
-enum Kernel {
+enum Matmul {
     /// The own Q8_0 kernel: weights read once per pass, whatever the number of rows.
     Q8(Q8Matrix),
     /// candle's quantized matmul: each output row is computed on its own (row-independent).
@@ -117,16 +117,16 @@ impl Linear {
         } else {
             Cow::Borrowed(x)
         };
-        match &part.kernel {
-            Kernel::Quantized(mm) => {
+        match &part.matmul {
+            Matmul::Quantized(mm) => {
                 let t = Tensor::from_slice(&input, (m, part.k_in), &Device::Cpu)?;
                 Ok(mm.forward(&t)?.flatten_all()?.to_vec1::<f32>()?)
             }
-            Kernel::Q8(w) => {
+            Matmul::Q8(w) => {
                 let input = w.quantize_input(&input, m);
                 Ok(over_weight_row_tiles(part.n, m, |rows, dst| w.multiply(&input, dst, rows)))
             }
-            Kernel::Dense(w) => {
+            Matmul::Dense(w) => {
                 let k = part.k_in;
                 Ok(over_weight_row_tiles(part.n, m, |rows, dst| {
                     ops::dot_rows(&w[rows.start * k..rows.end * k], &input, k, dst)
@@ -139,21 +139,13 @@ impl Linear {
 /// Turns raw weights into [`Linear`]s of the requested format.
 pub struct Converter {
     format: WeightFormat,
-    pad_inputs: bool,
+    kernel: Kernel,
 }
 
 impl Converter {
-    pub fn new(format: WeightFormat) -> Self {
-        Self { format, pad_inputs: !q8::available() && candle_q8_kernels_need_padding() }
-    }
-
-    /// Width the input of a Q8_0 matrix with `k` columns is padded to.
-    fn q8_width(&self, k: usize) -> usize {
-        if self.pad_inputs {
-            k.next_multiple_of(256)
-        } else {
-            k.next_multiple_of(32)
-        }
+    /// Converts to `format`, for the forward pass to run on `kernel` (which the CPU runs).
+    pub fn new(format: WeightFormat, kernel: Kernel) -> Self {
+        Self { format, kernel }
     }
 
     /// Stacks `parts` (same input width) into one linear layer with an optional bias.
@@ -180,34 +172,14 @@ impl Converter {
     }
 
     fn q8_part(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
-        if q8::available() {
-            let w = stack_f32(parts)?.flatten_all()?.to_vec1::<f32>()?;
-            return Ok(Part { kernel: Kernel::Q8(Q8Matrix::quantize(&w, n, k)), k_in: k, n });
-        }
-        let k_in = self.q8_width(k);
-        let mut w = stack_f32(parts)?;
-        if k_in > k {
-            let zeros = Tensor::zeros((n, k_in - k), DType::F32, &Device::Cpu)?;
-            w = Tensor::cat(&[&w, &zeros], 1)?;
-        }
-        let q = QTensor::quantize(&w, GgmlDType::Q8_0)?;
-        Ok(Part { kernel: Kernel::Quantized(QMatMul::from_qtensor(q)?), k_in, n })
+        let w = stack_f32(parts)?.flatten_all()?.to_vec1::<f32>()?;
+        Ok(Part { matmul: Matmul::Q8(Q8Matrix::quantize(&w, n, k, self.kernel)), k_in: k, n })
     }
 
     /// Describes the conversion for [`crate::ModelInfo::weights`].
-    pub fn describe(&self, source: &str, example_width: usize) -> String {
+    pub fn describe(&self, source: &str) -> String {
         match self.format {
-            WeightFormat::Q8_0 if q8::available() => {
-                format!("Q8_0 (converted from {source}; multi-row AVX-512 VNNI kernel)")
-            }
-            WeightFormat::Q8_0 => {
-                let k_in = self.q8_width(example_width);
-                if k_in > example_width {
-                    format!("Q8_0 (converted from {source}; {example_width}-wide inputs zero-padded to {k_in})")
-                } else {
-                    format!("Q8_0 (converted from {source})")
-                }
-            }
+            WeightFormat::Q8_0 => format!("Q8_0 (converted from {source}; {} kernel)", self.kernel),
             WeightFormat::F32 => format!("F32 (converted from {source})"),
             WeightFormat::Native => format!("{source} (as stored)"),
         }
@@ -221,7 +193,7 @@ fn stack_f32(parts: &[RawWeight]) -> Result<Tensor> {
 
 fn dense_part(parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
     let w = stack_f32(parts)?.flatten_all()?.to_vec1::<f32>()?;
-    Ok(Part { kernel: Kernel::Dense(w), k_in: k, n })
+    Ok(Part { matmul: Matmul::Dense(w), k_in: k, n })
 }
 
 /// Runs `tile(rows, dst)` for tiles of weight rows in parallel, `dst` being
@@ -290,14 +262,14 @@ fn native_parts(parts: Vec<RawWeight>, n: usize, k: usize) -> Result<Vec<Part>> 
         }
         let storage = QStorage::from_data(Cow::Owned(bytes), &Device::Cpu, dtype)?;
         let q = QTensor::new(storage, (n, k))?;
-        return Ok(vec![Part { kernel: Kernel::Quantized(QMatMul::from_qtensor(q)?), k_in: k, n }]);
+        return Ok(vec![Part { matmul: Matmul::Quantized(QMatMul::from_qtensor(q)?), k_in: k, n }]);
     }
     parts
         .into_iter()
         .map(|p| match p {
             RawWeight::Quantized(q) if !is_float(q.dtype()) => {
                 let (n, k) = q.shape().dims2()?;
-                Ok(Part { kernel: Kernel::Quantized(QMatMul::from_qtensor(q)?), k_in: k, n })
+                Ok(Part { matmul: Matmul::Quantized(QMatMul::from_qtensor(q)?), k_in: k, n })
             }
             p => {
                 let (n, k) = p.dims()?;
@@ -310,18 +282,4 @@ fn native_parts(parts: Vec<RawWeight>, n: usize, k: usize) -> Result<Vec<Part>> 
 /// GGUF may store small or sensitive tensors unquantized; those run as dense f32.
 fn is_float(dtype: GgmlDType) -> bool {
     matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
-}
-
-/// candle's fast x86 kernels for Q8_0 (AVX-512 VNNI / AVX-VNNI) only serve input widths
-/// that are multiples of 256; elsewhere padding would only cost memory bandwidth.
-fn candle_q8_kernels_need_padding() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        (std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni"))
-            || (std::arch::is_x86_feature_detected!("avxvnni") && std::arch::is_x86_feature_detected!("avx2"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }

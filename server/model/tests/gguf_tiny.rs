@@ -75,7 +75,7 @@ fn compare(qwen2: bool, weights: WeightFormat) -> Diff {
     tiny::write(dir.path(), qwen2, DType::F32);
     let gguf = dir.path().join("tiny.gguf");
     write_gguf(dir.path(), &gguf, qwen2);
-    let opts = LoadOptions { threads: None, weights };
+    let opts = LoadOptions { threads: None, weights, kernel: None };
     let mut a = Model::load(&gguf, &opts).unwrap();
     let mut b = Model::load(dir.path(), &opts).unwrap();
     assert_eq!(a.info().architecture, b.info().architecture);

@@ -9,7 +9,7 @@ use common::{exact, tiny};
 use copilotd_model::{LoadOptions, Model, WeightFormat};
 
 fn load(dir: &std::path::Path, weights: WeightFormat) -> Model {
-    let opts = LoadOptions { threads: None, weights };
+    let opts = LoadOptions { threads: None, weights, kernel: None };
     Model::load(dir, &opts).expect("tiny model loads")
 }
 
@@ -176,7 +176,8 @@ fn default_model_exported_to_safetensors_computes_the_same_logits() {
     let Some(gguf) = common::model_path() else { return };
     let dir = tempfile::tempdir().unwrap();
     export_gguf_as_safetensors(&gguf, dir.path());
-    let mut from_gguf = Model::load(&gguf, &LoadOptions { threads: None, weights: WeightFormat::F32 }).unwrap();
+    let mut from_gguf =
+        Model::load(&gguf, &LoadOptions { threads: None, weights: WeightFormat::F32, kernel: None }).unwrap();
     let mut from_st = load(dir.path(), WeightFormat::F32);
     assert_eq!(from_st.tokenizer().fingerprint(), from_gguf.tokenizer().fingerprint());
     let src = common::python_source("textwrap.py");

@@ -15,7 +15,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn load(format: WeightFormat) -> Option<Model> {
     let path = common::model_path()?;
     let threads = std::env::var("COPILOTD_THREADS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
-    let opts = LoadOptions { threads: Some(threads), weights: format };
+    let opts = LoadOptions { threads: Some(threads), weights: format, kernel: None };
     Some(Model::load(&path, &opts).expect("model loads"))
 }
 

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
+use copilotd_model::{CpuDescription, Kernel};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -133,7 +134,9 @@ fn cost_curve(args: &CostCurveArgs) -> Result<()> {
     let rows = calibrate::measure(model, args.cache, &args.nodes, args.repeats)?;
     let t1 = rows.iter().find(|(k, _)| *k == 1).map_or(rows[0].1, |r| r.1);
 
+    let cpu = CpuDescription::of_this_machine();
     println!("model {} ({}, {}, {} threads)", info.name, info.weights, info.device, info.threads);
+    println!("{}", machine_line(&cpu, info.kernel));
     println!("cache {} tokens; median of {} runs per k", args.cache, args.repeats);
     println!("{:>4}  {:>9}  {:>8}", "k", "t(k) ms", "t(k)/t(1)");
     for (k, ms) in &rows {
@@ -143,7 +146,7 @@ fn cost_curve(args: &CostCurveArgs) -> Result<()> {
     if args.json {
         let curve: Vec<_> = rows.iter().map(|(k, ms)| json!({"k": k, "ms": ms, "ratio": ms / t1})).collect();
         let object = json!({
-            "model": info.name, "weights": info.weights, "device": info.device,
+            "model": info.name, "weights": info.weights, "device": info.device, "machine": machine_json(&cpu, info.kernel),
             "cache": args.cache, "curve": curve, "prefill_tokens_per_s": prefill_tps, "decode_tokens_per_s": decode_tps,
         });
         println!("{object}");
@@ -275,10 +278,11 @@ fn repo(args: &RepoArgs) -> Result<()> {
         None => String::new(),
     };
     let info = completer.model_info();
+    let cpu = CpuDescription::of_this_machine();
     let budget = &settings.budget;
     let header = format!(
         "Repository benchmark: model {} ({}, {}, {} threads), {} tasks/package, up to {} tokens, greedy; \
-         draft budget {} nodes, depth {}{}.\n\n{store_sizes}",
+         draft budget {} nodes, depth {}{}.\n{}.\n\n{store_sizes}",
         info.name,
         info.weights,
         info.device,
@@ -287,13 +291,14 @@ fn repo(args: &RepoArgs) -> Result<()> {
         args.max_tokens,
         budget.max_nodes,
         budget.max_depth,
-        if budget.cost_aware { ", cost-aware" } else { ", fixed" }
+        if budget.cost_aware { ", cost-aware" } else { ", fixed" },
+        machine_line(&cpu, info.kernel),
     );
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("results.md"), format!("{header}{table}"))?;
     let json = json!({
         "model": info.name, "weights": info.weights, "device": info.device, "threads": info.threads,
-        "tasks_per_package": args.tasks, "max_tokens": args.max_tokens,
+        "machine": machine_json(&cpu, info.kernel), "tasks_per_package": args.tasks, "max_tokens": args.max_tokens,
         "draft_budget": {"max_nodes": budget.max_nodes, "max_depth": budget.max_depth, "cost_aware": budget.cost_aware},
         "summaries": summaries, "runs": runs,
     });
@@ -375,4 +380,14 @@ mod tests {
         assert!(error.contains("--common-full needs a strategy that reads the common store"), "{error}");
         assert!(full_store_readers(&parse(&["--strategies", "pld"]).unwrap()).unwrap().is_empty());
     }
+}
+
+/// The CPU and kernel a benchmark ran on, as one line of its report.
+fn machine_line(cpu: &CpuDescription, kernel: Kernel) -> String {
+    format!("CPU {} (features: {}); {kernel} kernel", cpu.model, cpu.features.join(" "))
+}
+
+/// The CPU and kernel a benchmark ran on, for its JSON results.
+fn machine_json(cpu: &CpuDescription, kernel: Kernel) -> serde_json::Value {
+    json!({"cpu": cpu.model, "features": cpu.features, "kernel": kernel.name()})
 }

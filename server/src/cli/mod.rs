@@ -10,7 +10,7 @@ use crate::completion::drafting::BudgetSettings;
 use crate::completion::{EngineSettings, Strategy};
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use copilotd_model::WeightFormat;
+use copilotd_model::{Kernel, WeightFormat};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -66,6 +66,10 @@ pub struct EngineArgs {
     /// Weight format at load time: native, q8_0 or f32.
     #[arg(long, default_value = "q8_0", value_parser = parse_weights)]
     pub weights: WeightFormat,
+    /// Kernel to run on: avx512-vnni, avx-vnni, avx2, neon-dotprod, neon or portable
+    /// (default: $COPILOTD_KERNEL, else the fastest this CPU runs).
+    #[arg(long)]
+    pub kernel: Option<Kernel>,
     /// Most prompt tokens.
     #[arg(long, default_value_t = 2048)]
     pub prompt_tokens: usize,
@@ -87,6 +91,7 @@ impl EngineArgs {
             model: self.model.clone(),
             threads: self.threads,
             weights: self.weights,
+            kernel: self.kernel,
             budget: BudgetSettings {
                 cost_aware: !self.fixed_budget,
                 max_nodes: self.draft_nodes,

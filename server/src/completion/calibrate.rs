@@ -6,7 +6,7 @@
 use crate::paths;
 use anyhow::{Context, Result};
 use copilotd_draft::budget::{CostCurve, CostModel};
-use copilotd_model::{Model, ModelInfo};
+use copilotd_model::{CpuDescription, Model, ModelInfo};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -92,9 +92,11 @@ fn measure_on_cache(model: &mut Model, cache: usize, nodes: &[usize], repeats: u
 }
 
 fn cache_file(info: &ModelInfo, fingerprint: u64) -> PathBuf {
-    // The version is part of the key: a release with other kernels measures anew.
+    // The version is part of the key: a release with other kernels measures anew; so
+    // are the CPU and the kernel (in `device`): a cache directory may move to another machine.
     let key = format!(
-        "{}|{}|{}|{}|{fingerprint:016x}|{}",
+        "{}|{}|{}|{}|{}|{fingerprint:016x}|{}",
+        CpuDescription::of_this_machine().model,
         info.name,
         info.weights,
         info.device,

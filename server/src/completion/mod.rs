@@ -20,7 +20,7 @@ use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::decode::{DecodeHooks, DecodeOptions, DecodeStats, Session, StopReason};
 use copilotd_draft::drafter::Drafter;
 use copilotd_draft::fastcoder::FastCoderConfig;
-use copilotd_model::{LoadOptions, Model, ModelInfo, Tokenizer, WeightFormat};
+use copilotd_model::{Kernel, LoadOptions, Model, ModelInfo, Tokenizer, WeightFormat};
 use drafting::{BudgetSettings, DraftSources};
 use model_adapter::LoadedModel;
 use serde::Serialize;
@@ -48,6 +48,8 @@ pub struct EngineSettings {
     pub model: Option<PathBuf>,
     pub threads: Option<usize>,
     pub weights: WeightFormat,
+    /// Kernel to run on (default: the model crate's choice).
+    pub kernel: Option<Kernel>,
     pub prompt: prompt::PromptBudget,
     /// Use fill-in-the-middle prompts when the model has FIM tokens.
     pub fim: bool,
@@ -65,6 +67,7 @@ impl Default for EngineSettings {
             model: None,
             threads: None,
             weights: WeightFormat::default(),
+            kernel: None,
             prompt: prompt::PromptBudget::default(),
             // Models with fill-in-the-middle tokens see the text after the cursor too.
             fim: true,
@@ -169,8 +172,11 @@ impl Completer {
     /// Loads the configured model (fetching the default one if needed).
     pub fn load(settings: &EngineSettings) -> Result<Completer> {
         let path = model_files::resolve(settings.model.as_deref())?;
-        let options = LoadOptions { threads: settings.threads, weights: settings.weights };
+        let options = LoadOptions { threads: settings.threads, weights: settings.weights, kernel: settings.kernel };
         let model = Model::load(&path, &options).with_context(|| format!("cannot load model {}", path.display()))?;
+        if let Some(warning) = &model.info().kernel_warning {
+            tracing::warn!("{warning}");
+        }
         Ok(Completer::new(model, settings.clone()))
     }
 

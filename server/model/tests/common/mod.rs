@@ -6,7 +6,7 @@ pub mod exact;
 pub mod names;
 pub mod tiny;
 
-use copilotd_model::{LoadOptions, Model, WeightFormat, DEFAULT_MODEL_FILE};
+use copilotd_model::{Kernel, LoadOptions, Model, WeightFormat, DEFAULT_MODEL_FILE};
 use std::path::PathBuf;
 
 /// The real default model: `COPILOTD_MODEL`, else the project's cache directory.
@@ -34,9 +34,18 @@ fn cache_path() -> Option<PathBuf> {
 }
 
 pub fn load(format: WeightFormat) -> Option<Model> {
+    load_on(format, None)
+}
+
+/// [`load`] on `kernel` (default: the model crate's choice).
+pub fn load_on(format: WeightFormat, kernel: Option<Kernel>) -> Option<Model> {
     let path = model_path()?;
-    let opts = LoadOptions { threads: None, weights: format };
-    Some(Model::load(&path, &opts).expect("model loads"))
+    let opts = LoadOptions { threads: None, weights: format, kernel };
+    let model = Model::load(&path, &opts).expect("model loads");
+    if let Some(kernel) = kernel {
+        assert_eq!(model.info().kernel, kernel, "the model runs on the kernel asked for");
+    }
+    Some(model)
 }
 
 pub fn argmax(logits: &[f32]) -> u32 {

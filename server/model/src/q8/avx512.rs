@@ -1,0 +1,156 @@
+//! The kernel on AVX-512 VNNI: one 64-byte register per vector, `vpdpbusd`.
+
+use super::*;
+use std::arch::x86_64::*;
+
+/// [`quantize_row_portable`] a block (two vectors) at a time: the same maximum, scale,
+/// rounding (to nearest, ties to even) and clamping, so the same bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
+    let mut block = [0f32; BLOCK];
+    let mut q = [0i8; BLOCK];
+    for span in spans(quants.len()) {
+        let out = &mut quants[span.start..][..span.vectors * VECTOR];
+        for b in 0..span.blocks() {
+            let start = span.start + b * BLOCK;
+            let values = &row[start.min(row.len())..(start + BLOCK).min(row.len())];
+            block[..values.len()].copy_from_slice(values);
+            block[values.len()..].fill(0.0);
+            let halves = [_mm512_loadu_ps(block.as_ptr()), _mm512_loadu_ps(block.as_ptr().add(LANES))];
+            let max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(halves[0]), _mm512_abs_ps(halves[1])));
+            let scale = max / 127.0;
+            let inverse = _mm512_set1_ps(if scale == 0.0 { 0.0 } else { 1.0 / scale });
+            for (half, bytes) in halves.into_iter().zip(q.chunks_exact_mut(LANES)) {
+                let rounded = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
+                    half, inverse,
+                ));
+                let clamped = _mm512_min_ps(_mm512_max_ps(rounded, _mm512_set1_ps(-127.0)), _mm512_set1_ps(127.0));
+                _mm_storeu_si128(bytes.as_mut_ptr().cast(), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(clamped)));
+            }
+            for (four, e) in q.chunks_exact(4).zip((0..BLOCK).step_by(4)) {
+                out[span.position(b, e)..][..4].copy_from_slice(four);
+            }
+            scales.push(scale);
+        }
+    }
+}
+
+/// [`super::bias_corrections`] with one `vpdpbusd` by a vector of ones per vector.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn bias_corrections(bytes: &[i8]) -> [i32; LANES] {
+    let mut sums = _mm512_setzero_si512();
+    for vector in bytes.chunks_exact(VECTOR) {
+        sums = _mm512_dpbusd_epi32(sums, _mm512_set1_epi8(1), _mm512_loadu_si512(vector.as_ptr().cast()));
+    }
+    let mut lanes = [0i32; LANES];
+    _mm512_storeu_si512(lanes.as_mut_ptr().cast(), _mm512_mullo_epi32(sums, _mm512_set1_epi32(-128)));
+    lanes
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn multiply(w: &Q8Matrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    for (tile, group, at) in blocks(rows, x.rows) {
+        // Up to 16 weight vectors held in registers: two weight rows at a time.
+        match (tile, group) {
+            (TILE_ROWS, 4) => at.tile_by::<2>().for_each(|at| block::<2, 4>(w, x, at, out)),
+            (TILE_ROWS, 3) => at.tile_by::<2>().for_each(|at| block::<2, 3>(w, x, at, out)),
+            (TILE_ROWS, 2) => at.tile_by::<2>().for_each(|at| block::<2, 2>(w, x, at, out)),
+            (TILE_ROWS, 1) => at.tile_by::<2>().for_each(|at| block::<2, 1>(w, x, at, out)),
+            _ => at.one_by_one(tile, group).for_each(|at| block::<1, 1>(w, x, at, out)),
+        }
+    }
+}
+
+/// `R` weight rows times `G` input rows.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn block<const R: usize, const G: usize>(w: &Q8Matrix, x: &QuantizedRows, at: Block, out: &mut [f32]) {
+    let m = x.rows;
+    let rows = Operands::<R, G> {
+        w_rows: std::array::from_fn(|j| w.biased.as_ptr().add((at.row0 + j) * w.width)),
+        w_scales: std::array::from_fn(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK)),
+        x_rows: std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width)),
+        x_scales: std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK)),
+        x_corrections: std::array::from_fn(|i| x.bias_corrections.as_ptr().add(x.corrections_start(at.r0 + i))),
+        // The first group of input rows also pulls the next tile's weights into the
+        // cache, so that memory keeps streaming while the other groups compute from L1.
+        next_tile: (at.r0 == 0 && at.row0 + TILE_ROWS + R <= w.rows).then_some(TILE_ROWS * w.width),
+    };
+    let mut acc = [[_mm512_setzero_ps(); G]; R];
+    for (index, span) in spans(w.width).enumerate() {
+        if span.vectors == SPAN_VECTORS {
+            rows.span::<SPAN_VECTORS>(&mut acc, index, span.start);
+        } else {
+            rows.span::<1>(&mut acc, index, span.start);
+        }
+    }
+    for (j, row_acc) in acc.iter().enumerate() {
+        for (i, lanes) in row_acc.iter().enumerate() {
+            let mut values = [0f32; LANES];
+            _mm512_storeu_ps(values.as_mut_ptr(), *lanes);
+            out[(at.column + j) * m + at.r0 + i] = sum_lanes(values);
+        }
+    }
+}
+
+/// Where the rows of a block start: `R` weight rows and `G` input rows.
+struct Operands<const R: usize, const G: usize> {
+    w_rows: [*const u8; R],
+    w_scales: [*const f32; R],
+    x_rows: [*const i8; G],
+    x_scales: [*const f32; G],
+    x_corrections: [*const i32; G],
+    /// Distance to the weights to prefetch, if this block prefetches.
+    next_tile: Option<usize>,
+}
+
+impl<const R: usize, const G: usize> Operands<R, G> {
+    /// Adds the products of span `index` (`V` vectors from value `offset`) to `acc`.
+    /// The span's weight vectors are loaded once and kept in registers for every input row.
+    #[inline(always)]
+    unsafe fn span<const V: usize>(&self, acc: &mut [[__m512; G]; R], index: usize, offset: usize) {
+        if let Some(distance) = self.next_tile {
+            for row in self.w_rows {
+                for v in 0..V {
+                    _mm_prefetch::<_MM_HINT_T0>(row.add(distance + offset + v * VECTOR).cast());
+                }
+            }
+        }
+        let scale_offset = offset / BLOCK;
+        let mut weights = [[_mm512_setzero_si512(); V]; R];
+        let mut w_scales = [_mm512_setzero_ps(); R];
+        for j in 0..R {
+            for (v, vector) in weights[j].iter_mut().enumerate() {
+                *vector = _mm512_loadu_si512(self.w_rows[j].add(offset + v * VECTOR).cast());
+            }
+            w_scales[j] = block_scales::<V>(self.w_scales[j].add(scale_offset));
+        }
+        for i in 0..G {
+            let x_scales = block_scales::<V>(self.x_scales[i].add(scale_offset));
+            let corrections = _mm512_loadu_si512(self.x_corrections[i].add(index * LANES).cast());
+            // Each input vector is loaded once and meets every weight row at once.
+            let mut exact = [corrections; R];
+            for (v, _) in weights[0].iter().enumerate() {
+                let input = _mm512_loadu_si512(self.x_rows[i].add(offset + v * VECTOR).cast());
+                for (exact, row) in exact.iter_mut().zip(&weights) {
+                    *exact = _mm512_dpbusd_epi32(*exact, row[v], input);
+                }
+            }
+            for ((acc, exact), w_scale) in acc.iter_mut().zip(exact).zip(w_scales) {
+                let scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(exact), x_scales);
+                acc[i] = _mm512_fmadd_ps(scaled, w_scale, acc[i]);
+            }
+        }
+    }
+}
+
+/// The block scales of a span of `V` vectors repeated across the lanes: lane `j` gets
+/// `scales[j % (2 V)]`.
+#[inline(always)]
+unsafe fn block_scales<const V: usize>(scales: *const f32) -> __m512 {
+    if V == SPAN_VECTORS {
+        _mm512_loadu_ps(scales)
+    } else {
+        _mm512_castpd_ps(_mm512_set1_pd(scales.cast::<f64>().read_unaligned()))
+    }
+}
