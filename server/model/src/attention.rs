@@ -31,6 +31,7 @@ pub struct KvRows<'a> {
 /// to `outs[r]`. `scores` is scratch space kept by the caller across calls. On `kernel`'s
 /// CPU class the vector code runs (x86), else the portable code (which aarch64 compilers
 /// vectorize with NEON); both give the same bits.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 pub fn attend_block(
     kernel: Kernel,
     queries: &[&[f32]],

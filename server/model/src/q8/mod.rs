@@ -219,6 +219,7 @@ impl Block {
 }
 
 /// Per lane of a span's input bytes: −128 × the sum of the bytes the lane meets.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn bias_corrections(bytes: &[i8], kernel: Kernel) -> [i32; LANES] {
     #[cfg(target_arch = "x86_64")]
     if kernel == Kernel::Avx512Vnni {
@@ -238,6 +239,7 @@ fn bias_corrections_portable(bytes: &[i8]) -> [i32; LANES] {
 /// Quantizes `row` (zero-padded to `quants.len()`) in blocks of 32, appending one scale
 /// per block (`scale = max|v| / 127`, `q = round(v / scale)`), and writes the values in
 /// the spans' order (see [`Span::position`]).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>, kernel: Kernel) {
     #[cfg(target_arch = "x86_64")]
     if kernel == Kernel::Avx512Vnni {

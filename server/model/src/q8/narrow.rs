@@ -56,7 +56,11 @@ pub(super) unsafe fn multiply<E: Engine>(w: &Q8Matrix, x: &QuantizedRows, out: &
                     block::<E, 2, 2>(w, x, at, out);
                 }
             }
-            (TILE_ROWS, 1) => block::<E, 4, 1>(w, x, at, out),
+            (TILE_ROWS, 1) => {
+                for at in at.tile_by::<2>() {
+                    block::<E, 2, 1>(w, x, at, out);
+                }
+            }
             _ => {
                 for at in at.one_by_one(tile, group) {
                     block::<E, 1, 1>(w, x, at, out);

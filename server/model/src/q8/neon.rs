@@ -89,8 +89,17 @@ struct NeonDotprod;
 impl Engine for NeonDotprod {
     common_ops!();
 
-    #[inline(always)]
-    unsafe fn dot(sums: int32x4_t, weights: int8x16_t, x: *const i8) -> int32x4_t {
-        vdotq_s32(sums, weights, vld1q_s8(x))
+    /// `sdot` written as assembly: its intrinsic (`vdotq_s32`) is not stable Rust yet.
+    #[inline]
+    #[target_feature(enable = "neon,dotprod")]
+    unsafe fn dot(mut sums: int32x4_t, weights: int8x16_t, x: *const i8) -> int32x4_t {
+        std::arch::asm!(
+            "sdot {sums:v}.4s, {weights:v}.16b, {input:v}.16b",
+            sums = inout(vreg) sums,
+            weights = in(vreg) weights,
+            input = in(vreg) vld1q_s8(x),
+            options(pure, nomem, nostack, preserves_flags),
+        );
+        sums
     }
 }
