@@ -8,6 +8,7 @@ mod stdlib_prompts;
 
 use copilotd::completion::model_adapter::LoadedModel;
 use copilotd_draft::budget::FixedBudget;
+use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::decode::{DecodeHooks, DecodeOptions, Session};
 use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
@@ -52,7 +53,7 @@ fn generate(
     drafter: Option<&mut dyn Drafter>,
 ) -> (Vec<u32>, usize) {
     let mut never = |_: &[u32]| false;
-    let hooks = DecodeHooks { stop: &mut never, cancelled: &|| false };
+    let hooks = DecodeHooks { stop: &mut never, cancel: &CancelToken::new() };
     let mut budget = FixedBudget { nodes: 12, depth: 8 };
     let generation = session.generate(prompt, options, drafter, &mut budget, hooks).expect("generation failed");
     (generation.tokens, generation.stats.forward_steps)

@@ -2,6 +2,7 @@
 //! verification and the decode loop. Nothing here knows candle, files or LSP.
 
 pub mod budget;
+pub mod cancel;
 pub mod combined;
 pub mod common_store;
 pub mod decode;

@@ -8,6 +8,7 @@ use crate::completion::drafting::{BudgetSettings, DraftSources};
 use crate::completion::{Completer, CompletionRequest, CompletionStats, Strategy};
 use crate::workspace::{index_workspace, WalkConfig};
 use anyhow::{Context, Result};
+use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
 use serde::Serialize;
@@ -125,7 +126,7 @@ fn run_one(
     let request =
         CompletionRequest { text: &task.cut_text, cursor: task.cursor, path: Some(&task.file), max_tokens, strategy };
     completer.swap_sources(sources);
-    let result = completer.complete(&request, &|| false);
+    let result = completer.complete(&request, &CancelToken::new());
     completer.swap_sources(sources);
     result.with_context(|| format!("{} failed on {}::{}", strategy, task.file, task.function))
 }

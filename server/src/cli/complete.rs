@@ -9,6 +9,7 @@ use crate::workspace::paths::workspace_store_path;
 use crate::workspace::{index_workspace, SharedStore, WalkConfig};
 use anyhow::{Context, Result};
 use clap::Args;
+use copilotd_draft::cancel::CancelToken;
 use copilotd_model::Tokenizer;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -75,7 +76,7 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
         max_tokens: args.max_tokens,
         strategy: args.strategy,
     };
-    let completion = completer.complete(&request, &|| false).context("completion failed")?;
+    let completion = completer.complete(&request, &CancelToken::new()).context("completion failed")?;
     if args.json {
         let mut object = serde_json::to_value(&completion.stats)?;
         object["text"] = json!(completion.text);

@@ -1,22 +1,30 @@
-//! `copilotd --stdio`: the Language Server.
+//! `copilotd --stdio`: the Language Server, a thin adapter over the completion service
+//! ([`crate::engine`]).
 //!
-//! A thin adapter (DESIGN §2, §7): documents with UTF-16 positions ([`documents`]), completion
-//! requests that supersede and cancel each other ([`requests`]), the model's lifecycle
-//! ([`engine`]), the live workspace index ([`workspace_link`]) with `$/progress`
+//! Documents with UTF-16 positions ([`documents`]), completion requests that supersede and
+//! cancel each other ([`requests`]), handlers one file per method family ([`handlers`]) over
+//! shared state ([`backend`]), the service's errors mapped to JSON-RPC codes ([`errors`]), panic
+//! guards ([`guard`]), the live workspace index ([`workspace_link`]) with `$/progress`
 //! ([`progress`]), `copilotd/status` ([`status`]), and a framing guard that keeps malformed
 //! input from ending the session ([`transport`]).
 
+mod backend;
 pub mod bench;
+mod capabilities;
 pub mod client;
 pub mod documents;
-pub mod engine;
+pub mod errors;
+mod guard;
+mod handlers;
 pub mod progress;
 pub mod requests;
-pub mod server;
 pub mod status;
+#[cfg(test)]
+mod tests;
 pub mod transport;
 pub mod workspace_link;
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -24,7 +32,9 @@ use tokio::sync::mpsc;
 use tower_lsp_server::{LspService, Server as LspServer};
 
 use crate::config::Config;
-use server::{Backend, Server};
+use crate::engine::{CompletionService, ModelEngine};
+use backend::Backend;
+use handlers::Server;
 
 /// Requests handled at the same time. Completions serialize on the model, but status requests,
 /// cancellations and document changes must never wait behind them.
@@ -52,18 +62,29 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
-/// Serves one LSP session over `input`/`output`.
+/// Serves one LSP session over `input`/`output` with the model engine.
 pub async fn serve<R, W>(input: R, output: W, config: Config)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (service, socket) = LspService::build(|client| Server(Arc::new(Backend::new(client, config))))
-        .custom_method("textDocument/inlineCompletion", Server::inline_completion)
-        .custom_method(status::METHOD, Server::status)
-        .custom_method("copilotd/indexedFile", Server::indexed_file)
-        .custom_method("copilotd/reindex", Server::reindex)
-        .finish();
+    serve_with(input, output, config, Arc::new(ModelEngine::default())).await;
+}
+
+/// Serves one LSP session over `input`/`output` with `engine`.
+pub async fn serve_with<R, W>(input: R, output: W, config: Config, engine: Arc<dyn CompletionService>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let shut_down = Arc::new(AtomicBool::new(false));
+    let (service, socket) =
+        LspService::build(|client| Server(Arc::new(Backend::new(client, config, engine, Arc::clone(&shut_down)))))
+            .custom_method("textDocument/inlineCompletion", Server::inline_completion)
+            .custom_method(status::METHOD, Server::status)
+            .custom_method("copilotd/indexedFile", Server::indexed_file)
+            .custom_method("copilotd/reindex", Server::reindex)
+            .finish();
 
     // editor → guard → tower-lsp, tower-lsp → guard → editor.
     let (to_server, server_input) = tokio::io::duplex(1 << 20);

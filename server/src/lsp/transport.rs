@@ -19,7 +19,7 @@ const HEADER_NAME: &[u8] = b"content-length";
 
 /// What the framer made of the next bytes.
 #[derive(Debug, PartialEq)]
-enum Frame {
+pub(super) enum Frame {
     /// A well-formed JSON-RPC message body, to forward.
     Message(Vec<u8>, Kind),
     /// Bytes that are not a usable message, with the error to answer.
@@ -28,7 +28,7 @@ enum Frame {
 
 /// What a forwarded message is, as far as the guard cares.
 #[derive(Debug, PartialEq)]
-enum Kind {
+pub(super) enum Kind {
     /// A response to the request with this id.
     Response(Id),
     /// The `initialize` request with this id.
@@ -88,19 +88,19 @@ impl InitializeGate {
 
 /// Incremental decoder for `Content-Length`-framed messages that never gives up on a stream.
 #[derive(Debug, Default)]
-struct Framer {
+pub(super) struct Framer {
     buffer: Vec<u8>,
     /// Length of the body being waited for, once its header has been read.
     body: Option<usize>,
 }
 
 impl Framer {
-    fn push(&mut self, bytes: &[u8]) {
+    pub(super) fn push(&mut self, bytes: &[u8]) {
         self.buffer.extend_from_slice(bytes);
     }
 
     /// The next complete frame, if the buffer holds one.
-    fn next(&mut self) -> Option<Frame> {
+    pub(super) fn next(&mut self) -> Option<Frame> {
         loop {
             if let Some(length) = self.body {
                 if self.buffer.len() < length {
@@ -216,7 +216,7 @@ fn error(id: Id, error: Error) -> Response {
     Response::from_error(id, error)
 }
 
-fn encode(body: &[u8]) -> Vec<u8> {
+pub(super) fn encode(body: &[u8]) -> Vec<u8> {
     let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
     frame.extend_from_slice(body);
     frame
