@@ -68,7 +68,10 @@ fn model_errors() {
 
     let garbage = dir.path().join("garbage.gguf");
     std::fs::write(&garbage, b"this is not a model file at all").unwrap();
-    assert_clean_error(&run(with_model(garbage.to_str().unwrap())), "cannot load model");
+    let output = run(with_model(garbage.to_str().unwrap()));
+    assert_clean_error(&output, "cannot load model");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.matches("cannot load model").count(), 1, "the prefix is said once: {stderr}");
 
     let foreign = dir.path().join("mamba.gguf");
     std::fs::write(&foreign, gguf_with_architecture("mamba")).unwrap();

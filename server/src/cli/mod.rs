@@ -129,9 +129,10 @@ pub fn run() -> Result<()> {
         (false, Some(Command::Complete(args))) => complete::run(&args),
         (false, Some(Command::Index(args))) => index::run(&args),
         (false, Some(Command::Model(ModelCommand::Fetch { if_missing }))) => {
-            let existing = crate::model_files::default_model_path();
-            if if_missing && existing.exists() {
-                println!("model present: {}", existing.display());
+            if if_missing {
+                // Fetched only when missing or damaged.
+                let path = crate::model_files::ensure_default()?;
+                println!("model present: {}", path.display());
                 return Ok(());
             }
             let path = crate::model_files::fetch_default()?;

@@ -89,14 +89,20 @@ mod tests {
         assert_eq!(full.file_name().unwrap().to_string_lossy(), format!("{:016x}.full.crest", tokenizer.fingerprint()));
     }
 
-    #[test]
-    fn the_full_store_keeps_every_ngram_and_is_built_once() {
+    /// A directory with the tokenizer and a corpus of one file holding `text`.
+    fn with_corpus(text: &str) -> (tempfile::TempDir, Tokenizer, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let tokenizer = tokenizer(dir.path());
         let corpus = dir.path().join("corpus");
         std::fs::create_dir_all(&corpus).unwrap();
+        std::fs::write(corpus.join("m.py"), text).unwrap();
+        (dir, tokenizer, corpus)
+    }
+
+    #[test]
+    fn the_full_store_keeps_every_ngram_and_is_built_once() {
         // Every n-gram followed by a token: 1-grams a b c d; 2-grams ab bc cd da ba; ...
-        std::fs::write(corpus.join("m.py"), "a b c d a b a c").unwrap();
+        let (dir, tokenizer, corpus) = with_corpus("a b c d a b a c");
         let found = || Ok(corpus.clone());
         let path = dir.path().join("store.full.crest");
         let full = open_or_build_at(&tokenizer, &path, full_params(), &found).unwrap();
@@ -117,5 +123,23 @@ mod tests {
         std::fs::write(&path, b"not a store").unwrap();
         let rebuilt = open_or_build_at(&tokenizer, &path, full_params(), &found).unwrap();
         assert_eq!(rebuilt.entries_per_n(), counts);
+    }
+
+    #[test]
+    fn an_interrupted_rebuild_leaves_no_partial_store() {
+        let (dir, tokenizer, corpus) = with_corpus("a b c d a b");
+        let stores = dir.path().join("common");
+        let path = stores.join("store.crest");
+        std::fs::create_dir_all(&stores).unwrap();
+        std::fs::write(&path, b"damaged").unwrap();
+        // Stopped before the new store was complete: the old file is untouched.
+        let stopped = || anyhow::bail!("stopped mid-rebuild");
+        assert!(open_or_build_at(&tokenizer, &path, CommonParams::default(), &stopped).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"damaged");
+        // A finished rebuild replaces it whole and leaves no temporary file behind.
+        let found = || Ok(corpus.clone());
+        open_or_build_at(&tokenizer, &path, CommonParams::default(), &found).unwrap();
+        let names: Vec<_> = std::fs::read_dir(&stores).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("store.crest")]);
     }
 }

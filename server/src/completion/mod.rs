@@ -16,7 +16,7 @@ pub use strategy::Strategy;
 
 use crate::model_files;
 use crate::workspace::SharedStore;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use copilotd_draft::budget::{CostModel, FixedBudget};
 use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::common_store::CommonStore;
@@ -165,7 +165,8 @@ impl Completer {
     pub fn load(settings: &EngineSettings) -> Result<Completer> {
         let path = model_files::resolve(settings.model.as_deref())?;
         let options = LoadOptions { threads: settings.threads, weights: settings.weights };
-        let model = Model::load(&path, &options).with_context(|| format!("cannot load model {}", path.display()))?;
+        // The model's errors already say "cannot load model <path>".
+        let model = Model::load(&path, &options)?;
         Ok(Completer::new(model, settings.clone()))
     }
 

@@ -234,11 +234,16 @@ impl StdioClient {
     /// `shutdown`, `exit`, then waits for the process; returns its exit status success.
     pub fn shutdown(mut self, timeout: Duration) -> Result<bool> {
         self.call_ok("shutdown", Value::Null, timeout)?;
+        Ok(self.exit(timeout)?.success())
+    }
+
+    /// `exit` (without `shutdown` unless sent before), then waits for the process.
+    pub fn exit(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
         self.notify("exit", Value::Null)?;
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait()? {
-                return Ok(status.success());
+                return Ok(status);
             }
             if Instant::now() > deadline {
                 bail!("the server did not exit within {timeout:?} of `exit`");

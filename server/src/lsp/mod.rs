@@ -24,7 +24,7 @@ mod tests;
 pub mod transport;
 pub mod workspace_link;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -49,10 +49,21 @@ pub fn run_stdio(config: Config) -> anyhow::Result<()> {
         .enable_all()
         .thread_name("copilotd-lsp")
         .build()?;
-    runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), config));
+    let end = runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), config));
     // Reading stdin blocks a thread that cannot be interrupted; do not wait for it.
     runtime.shutdown_background();
-    Ok(())
+    match end {
+        SessionEnd::AfterShutdown => Ok(()),
+        // LSP: exit code 1 when `exit` (or the end of input) comes without `shutdown`.
+        SessionEnd::WithoutShutdown => anyhow::bail!("the client ended the session without `shutdown`"),
+    }
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEnd {
+    AfterShutdown,
+    WithoutShutdown,
 }
 
 fn init_logging() {
@@ -63,16 +74,16 @@ fn init_logging() {
 }
 
 /// Serves one LSP session over `input`/`output` with the model engine.
-pub async fn serve<R, W>(input: R, output: W, config: Config)
+pub async fn serve<R, W>(input: R, output: W, config: Config) -> SessionEnd
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    serve_with(input, output, config, Arc::new(ModelEngine::default())).await;
+    serve_with(input, output, config, Arc::new(ModelEngine::default())).await
 }
 
-/// Serves one LSP session over `input`/`output` with `engine`.
-pub async fn serve_with<R, W>(input: R, output: W, config: Config, engine: Arc<dyn CompletionService>)
+/// Serves one LSP session over `input`/`output` with `engine`, until `exit` or the end of input.
+pub async fn serve_with<R, W>(input: R, output: W, config: Config, engine: Arc<dyn CompletionService>) -> SessionEnd
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -100,4 +111,9 @@ where
     LspServer::new(server_input, server_output, socket).concurrency_level(CONCURRENCY).serve(service).await;
     // The server dropped its output; the writer drains what is left and ends.
     let _ = writer.await;
+    if shut_down.load(Ordering::SeqCst) {
+        SessionEnd::AfterShutdown
+    } else {
+        SessionEnd::WithoutShutdown
+    }
 }

@@ -192,6 +192,10 @@ fn check_body(body: Vec<u8>) -> Frame {
             let id = request.id().cloned().unwrap_or(Id::Null);
             Frame::Reject(error(id, Error::method_not_found()))
         }
+        // tower-lsp reads a missing `method` as "" and would answer MethodNotFound.
+        Ok(request) if request.method().is_empty() && !has_method(&body) => {
+            Frame::Reject(error(request.id().cloned().unwrap_or(Id::Null), Error::invalid_request()))
+        }
         Ok(request) => match request.id() {
             Some(id) if request.method() == "initialize" => {
                 let id = id.clone();
@@ -210,6 +214,10 @@ fn check_body(body: Vec<u8>) -> Frame {
             Frame::Reject(error(id, Error::invalid_request()))
         }
     }
+}
+
+fn has_method(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|value| value.get("method").is_some())
 }
 
 fn error(id: Id, error: Error) -> Response {
@@ -369,10 +377,12 @@ mod tests {
         framer.push(&frame(r#"{"jsonrpc":"1.0","id":7,"method":"x"}"#));
         framer.push(&frame(r#"[1,2]"#));
         framer.push(&frame(r#"{"jsonrpc":"2.0","id":8,"method":"$/cancelRequest","params":{"id":1}}"#));
+        framer.push(&frame(r#"{"jsonrpc":"2.0","id":9,"params":{}}"#));
         framer.push(&frame(r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#));
         let frames = all(&mut framer);
         let codes: Vec<_> = frames.iter().map(code).collect();
-        assert_eq!(codes, vec![Some(-32700), Some(-32700), Some(-32600), Some(-32600), Some(-32601), None]);
+        let expected = [Some(-32700), Some(-32700), Some(-32600), Some(-32600), Some(-32601), Some(-32600), None];
+        assert_eq!(codes, expected);
         let value = serde_json::to_value(match &frames[2] {
             Frame::Reject(response) => response,
             Frame::Message(..) => unreachable!(),

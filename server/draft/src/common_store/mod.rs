@@ -102,22 +102,18 @@ impl CommonStore {
     }
 
     /// Writes the store atomically: to a temporary file beside `path`, then
-    /// renamed over it.
+    /// renamed over it, so an interrupted write never leaves a partial store.
     pub fn write(&self, path: &Path) -> Result<()> {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let name = path.file_name().context("datastore path has no file name")?.to_string_lossy();
-        let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-        let result = (|| -> Result<()> {
-            let mut file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-            file.write_all(self.bytes()).with_context(|| format!("writing {}", tmp.display()))?;
-            file.sync_all().with_context(|| format!("syncing {}", tmp.display()))?;
-            std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+        let mut file = tempfile::Builder::new()
+            .prefix(".crest-")
+            .tempfile_in(dir)
+            .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+        file.write_all(self.bytes()).with_context(|| format!("writing {}", file.path().display()))?;
+        file.as_file().sync_all().with_context(|| format!("syncing {}", file.path().display()))?;
+        file.persist(path).with_context(|| format!("renaming onto {}", path.display()))?;
+        Ok(())
     }
 
     /// Maps a store file and validates its header (magic, format version,

@@ -46,6 +46,9 @@ async fn bad_requests_are_answered_and_the_server_goes_on() {
     assert_eq!(editor.error_code(unknown_method).await, -32601);
     editor.send_raw("{not json").await;
     assert_eq!(editor.response_to(json!(null)).await["error"]["code"], -32700);
+    // A message without `method` (and no result or error) is an invalid request.
+    editor.send_raw(r#"{"jsonrpc":"2.0","id":77,"params":{}}"#).await;
+    assert_eq!(editor.error_code(77).await, -32600);
     assert!(service.jobs().is_empty());
     let fine = editor.complete("a.py", 0, 1).await;
     assert_eq!(editor.response(fine).await["result"][0]["insertText"], "ok");

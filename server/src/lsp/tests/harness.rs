@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
-use super::super::serve_with;
 use super::super::transport::{encode, Frame, Framer};
+use super::super::{serve_with, SessionEnd};
 use super::fake_service::FakeService;
 use crate::config::Config;
 
@@ -16,6 +16,7 @@ use crate::config::Config;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct Editor {
+    server: tokio::task::JoinHandle<SessionEnd>,
     to_server: DuplexStream,
     from_server: DuplexStream,
     framer: Framer,
@@ -29,13 +30,19 @@ impl Editor {
     pub async fn start(service: Arc<FakeService>) -> Editor {
         let (to_server, server_input) = tokio::io::duplex(1 << 20);
         let (server_output, from_server) = tokio::io::duplex(1 << 20);
-        tokio::spawn(serve_with(server_input, server_output, Config::default(), service));
+        let server = tokio::spawn(serve_with(server_input, server_output, Config::default(), service));
         let mut editor =
-            Editor { to_server, from_server, framer: Framer::default(), next_id: 1, unread: VecDeque::new() };
+            Editor { server, to_server, from_server, framer: Framer::default(), next_id: 1, unread: VecDeque::new() };
         let id = editor.request("initialize", json!({ "capabilities": {} })).await;
         assert!(editor.response(id).await.get("result").is_some());
         editor.notify("initialized", json!({})).await;
         editor
+    }
+
+    /// Closes the input and waits for the server to end.
+    pub async fn end(self) -> SessionEnd {
+        drop(self.to_server);
+        tokio::time::timeout(TIMEOUT, self.server).await.expect("the session ends").expect("the server runs")
     }
 
     pub async fn send_raw(&mut self, body: &str) {

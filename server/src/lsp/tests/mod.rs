@@ -4,4 +4,5 @@
 mod errors;
 mod fake_service;
 mod harness;
+mod session;
 mod supersession;
