@@ -16,7 +16,7 @@ use support::*;
 static MODEL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    MODEL.lock().unwrap_or_else(|p| p.into_inner())
+    copilotd::sync::lock(&MODEL)
 }
 
 /// The fixture with the body of the `value` property (line 28, 0-based) emptied to its

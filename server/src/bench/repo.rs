@@ -98,7 +98,7 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
                 log(&run);
                 runs.push(run);
             }
-            store.write().unwrap_or_else(|p| p.into_inner()).upsert_file(&task.file, original);
+            crate::sync::write(&store).upsert_file(&task.file, original);
         }
     }
     Ok(runs)
@@ -110,7 +110,7 @@ fn with_cut_file(
     task: &Task,
     tokenize: &dyn Fn(&str) -> Result<Vec<u32>>,
 ) -> Result<Vec<u32>> {
-    let mut store = store.write().unwrap_or_else(|p| p.into_inner());
+    let mut store = crate::sync::write(store);
     let original = store.file_tokens(&task.file).map(<[u32]>::to_vec).unwrap_or_default();
     store.upsert_file(&task.file, tokenize(&task.cut_text)?);
     Ok(original)

@@ -86,7 +86,7 @@ impl StdioClient {
             while let Some(message) = read_frame(&mut reader) {
                 if message.get("method").is_some() && message.get("id").is_some() {
                     let reply = serde_json::to_vec(&answer(&message)).expect("json");
-                    let mut stdin = replies.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut stdin = crate::sync::lock(&replies);
                     let _ = stdin.write_all(&frame(&reply)).and_then(|()| stdin.flush());
                 }
                 if sender.send(message).is_err() {
@@ -99,7 +99,7 @@ impl StdioClient {
 
     /// Writes raw bytes to the server (for malformed-input tests).
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
-        let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stdin = crate::sync::lock(&self.stdin);
         stdin.write_all(bytes).and_then(|()| stdin.flush()).context("the server closed its input")
     }
 

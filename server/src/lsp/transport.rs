@@ -50,7 +50,7 @@ const GATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl InitializeGate {
     fn pending(&self) -> std::sync::MutexGuard<'_, Option<Id>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.pending)
     }
 
     /// Starts a hold for the response to `id` (before the request is forwarded, so the
