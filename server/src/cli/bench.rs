@@ -55,7 +55,7 @@ pub struct RepoArgs {
     #[arg(long, default_value_t = 128)]
     max_tokens: usize,
     /// Strategies compared with `ar` (which always runs first).
-    #[arg(long, value_delimiter = ',', default_value = "pld,fastcoder", value_parser = super::parse_strategy)]
+    #[arg(long, value_delimiter = ',', default_value = "pld,fastcoder", value_parser = super::parse::<Strategy>)]
     strategies: Vec<Strategy>,
     /// Also run FastCoder with each component switched off in turn.
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! `copilotd complete`: one completion at a cursor, for scripts and
 //! benchmarks.
 
-use super::{parse_strategy, EngineArgs};
+use super::{parse, EngineArgs};
 use crate::completion::{Completer, CompletionRequest, Strategy};
 use crate::config::Config;
 use crate::text_position;
@@ -33,7 +33,7 @@ pub struct CompleteArgs {
     #[arg(long, default_value_t = 128)]
     max_tokens: usize,
     /// Decoding strategy: ar, pld, rest, fastcoder or auto.
-    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    #[arg(long, default_value = "auto", value_parser = parse::<Strategy>)]
     strategy: Strategy,
     /// Print one JSON object on the last line of stdout.
     #[arg(long)]
