@@ -1,6 +1,7 @@
 //! The token-id world of copilotd: drafting sources, datastores, draft trees,
 //! verification and the decode loop. Nothing here knows candle, files or LSP.
 
+pub mod atomic_file;
 pub mod budget;
 pub mod cancel;
 pub mod combined;

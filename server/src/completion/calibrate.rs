@@ -117,7 +117,7 @@ pub fn cost_model(model: &mut Model) -> Result<CostModel> {
         }
     }
     let cost = measure_lengths(model, &CALIBRATION_CACHES, &CALIBRATION_NODES, CALIBRATION_REPEATS)?;
-    if let Err(error) = write_atomically(&path, &encode(&cost)) {
+    if let Err(error) = copilotd_draft::atomic_file::write(&path, &encode(&cost)) {
         tracing::warn!("cannot cache the cost curve at {}: {error:#}", path.display());
     }
     Ok(cost)
@@ -151,15 +151,6 @@ fn parse(bytes: &[u8]) -> Option<CostModel> {
     CostModel::new(curves)
 }
 
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().context("no parent directory")?;
-    std::fs::create_dir_all(dir)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut file, bytes)?;
-    file.persist(path)?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,7 +165,7 @@ mod tests {
         assert!(matches!(read_cached(&path), Cached::Unusable));
         let curve = CostCurve::new(vec![(1, 10.0), (8, 25.0)]).unwrap();
         let cost = CostModel::new(vec![(256, curve.clone()), (2048, curve)]).unwrap();
-        write_atomically(&path, &encode(&cost)).unwrap();
+        copilotd_draft::atomic_file::write(&path, &encode(&cost)).unwrap();
         match read_cached(&path) {
             Cached::Usable(read) => assert_eq!(read.curves().len(), 2),
             _ => panic!("the replaced file must be usable"),

@@ -10,7 +10,6 @@ mod tree;
 use crate::retrieval::{Continuation, Retrieval};
 use anyhow::{ensure, Context, Result};
 use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 
 /// Which n-grams are kept.
@@ -104,16 +103,7 @@ impl CommonStore {
     /// Writes the store atomically: to a temporary file beside `path`, then
     /// renamed over it, so an interrupted write never leaves a partial store.
     pub fn write(&self, path: &Path) -> Result<()> {
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut file = tempfile::Builder::new()
-            .prefix(".crest-")
-            .tempfile_in(dir)
-            .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-        file.write_all(self.bytes()).with_context(|| format!("writing {}", file.path().display()))?;
-        file.as_file().sync_all().with_context(|| format!("syncing {}", file.path().display()))?;
-        file.persist(path).with_context(|| format!("renaming onto {}", path.display()))?;
-        Ok(())
+        crate::atomic_file::write(path, self.bytes())
     }
 
     /// Maps a store file and validates its header (magic, format version,

@@ -12,8 +12,7 @@
 //! loaded store is never more trusted than its token lists.
 
 use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, ensure, Context, Result};
 
@@ -36,7 +35,8 @@ impl RepositoryStore {
         bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         bytes.extend_from_slice(&checksum(&payload).to_le_bytes());
         bytes.extend_from_slice(&payload);
-        write_atomic(path, &bytes).with_context(|| format!("cannot write repository store {}", path.display()))
+        crate::atomic_file::write(path, &bytes)
+            .with_context(|| format!("cannot write repository store {}", path.display()))
     }
 
     /// Reads a store written by [`save`](Self::save), rejecting files that
@@ -170,25 +170,4 @@ fn checksum(bytes: &[u8]) -> u64 {
         h = (h ^ u64::from(b)).wrapping_mul(K).rotate_left(31);
     }
     h ^ (h >> 32)
-}
-
-/// Writes `bytes` to a temporary sibling of `path`, syncs it, and renames it
-/// over `path`; the temporary file is removed on failure.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path.file_name().with_context(|| format!("{} has no file name", path.display()))?;
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let mut tmp_name = name.to_os_string();
-    tmp_name.push(format!(".tmp.{}.{nanos}", std::process::id()));
-    let tmp: PathBuf = path.with_file_name(tmp_name);
-    let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    Ok(result?)
 }
