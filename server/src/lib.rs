@@ -9,6 +9,7 @@ pub mod engine;
 pub mod lsp;
 pub mod model_files;
 pub mod paths;
+pub mod python_files;
 pub mod sync;
 pub mod syntax;
 pub mod text_position;
