@@ -1,8 +1,6 @@
 //! Bad input on the command line: each case is a one-line error on stderr
 //! and a non-zero exit, never a panic.
 
-mod real_model;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -77,12 +75,10 @@ fn model_errors() {
     std::fs::write(&foreign, gguf_with_architecture("mamba")).unwrap();
     assert_clean_error(&run(with_model(foreign.to_str().unwrap())), "mamba");
 
-    if let Some(real) = real_model::model_path() {
-        let bytes = std::fs::read(&real).unwrap();
-        let truncated = dir.path().join("truncated.gguf");
-        std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
-        assert_clean_error(&run(with_model(truncated.to_str().unwrap())), "cannot load model");
-    }
+    let bytes = std::fs::read(copilotd_test_support::model_path()).unwrap();
+    let truncated = dir.path().join("truncated.gguf");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
+    assert_clean_error(&run(with_model(truncated.to_str().unwrap())), "cannot load model");
 }
 
 #[test]

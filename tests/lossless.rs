@@ -3,7 +3,6 @@
 //! branches mixed, depth >= 4) give exactly the tokens of plain greedy
 //! decoding.
 
-mod real_model;
 mod stdlib_prompts;
 
 use copilotd::completion::model_adapter::LoadedModel;
@@ -14,6 +13,7 @@ use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::verify::SamplingParams;
 use copilotd_model::{LoadOptions, Model};
+use copilotd_test_support::model_path;
 
 const PROMPTS: usize = 20;
 const NEW_TOKENS: usize = 128;
@@ -61,7 +61,7 @@ fn generate(
 
 #[test]
 fn speculative_greedy_equals_autoregressive_on_real_prompts() {
-    let Some(path) = real_model::model_path() else { return };
+    let path = model_path();
     let model = Model::load(&path, &LoadOptions::default()).expect("model loads");
     let tokenizer = model.tokenizer().clone();
     let vocab = model.info().vocab_size as u32;
@@ -101,7 +101,7 @@ fn speculative_greedy_equals_autoregressive_on_real_prompts() {
 
 #[test]
 fn sampling_with_a_fixed_seed_is_reproducible() {
-    let Some(path) = real_model::model_path() else { return };
+    let path = model_path();
     let model = Model::load(&path, &LoadOptions::default()).expect("model loads");
     let tokenizer = model.tokenizer().clone();
     let mut session = Session::new(LoadedModel(model));
