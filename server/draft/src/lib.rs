@@ -4,6 +4,7 @@
 pub mod atomic_file;
 pub mod budget;
 pub mod cancel;
+pub mod checksum;
 pub mod combined;
 pub mod common_store;
 pub mod decode;

@@ -101,7 +101,7 @@ fn cache_file(info: &ModelInfo, fingerprint: u64) -> PathBuf {
         info.threads,
         env!("CARGO_PKG_VERSION")
     );
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let hash = copilotd_draft::checksum::of_bytes(key.as_bytes());
     paths::cache_dir().join("calibration").join(format!("{hash:016x}.json"))
 }
 
@@ -158,9 +158,8 @@ mod tests {
     #[test]
     fn a_garbage_calibration_file_is_unusable_and_replaced() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("calibration").join("model.json");
+        let path = dir.path().join("model.json");
         assert!(matches!(read_cached(&path), Cached::Missing));
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, b"\x00garbage{").unwrap();
         assert!(matches!(read_cached(&path), Cached::Unusable));
         let curve = CostCurve::new(vec![(1, 10.0), (8, 25.0)]).unwrap();

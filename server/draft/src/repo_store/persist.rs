@@ -19,7 +19,7 @@ use anyhow::{bail, ensure, Context, Result};
 use super::{FileUpdate, RepositoryStore, Stamp};
 
 pub const MAGIC: [u8; 8] = *b"CPDREPO\0";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const HEADER_LEN: usize = 40;
 
 impl RepositoryStore {
@@ -33,7 +33,7 @@ impl RepositoryStore {
         bytes.extend_from_slice(&0u32.to_le_bytes());
         bytes.extend_from_slice(&self.fingerprint.to_le_bytes());
         bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(&checksum(&payload).to_le_bytes());
+        bytes.extend_from_slice(&crate::checksum::of_bytes(&payload).to_le_bytes());
         bytes.extend_from_slice(&payload);
         crate::atomic_file::write(path, &bytes)
             .with_context(|| format!("cannot write repository store {}", path.display()))
@@ -91,7 +91,7 @@ impl RepositoryStore {
             "truncated or padded: payload is {} bytes, header says {payload_len}",
             payload.len()
         );
-        ensure!(checksum(payload) == sum, "checksum mismatch (corrupt file)");
+        ensure!(crate::checksum::of_bytes(payload) == sum, "checksum mismatch (corrupt file)");
 
         let mut r = Reader::new(payload);
         let count = r.u64()?;
@@ -154,20 +154,4 @@ impl<'a> Reader<'a> {
     fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
-}
-
-/// A fast non-cryptographic 64-bit checksum, to detect damaged files.
-fn checksum(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = 0x243F_6A88_85A3_08D3 ^ bytes.len() as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(c);
-        h = (h ^ u64::from_le_bytes(a)).wrapping_mul(K).rotate_left(31);
-    }
-    for &b in chunks.remainder() {
-        h = (h ^ u64::from(b)).wrapping_mul(K).rotate_left(31);
-    }
-    h ^ (h >> 32)
 }
