@@ -1,4 +1,4 @@
-//! The repository-level benchmark (DESIGN §8): for each package and task,
+//! The repository-level benchmark: for each package and task,
 //! every variant completes the cut-out function body in the same process,
 //! interleaved per task, with `ar` first as the reference.
 

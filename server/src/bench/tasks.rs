@@ -1,4 +1,4 @@
-//! Repository-level completion tasks (DESIGN §8): functions of real Python
+//! Repository-level completion tasks: functions of real Python
 //! packages whose bodies are cut out; the model completes each body from the
 //! start, with the file before it as prompt.
 
