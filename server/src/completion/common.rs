@@ -66,24 +66,25 @@ pub fn build(tokenizer: &Tokenizer, corpus: &Path, out: &Path, params: CommonPar
     common_build::build_common(corpus, &tokenize, tokenizer.fingerprint(), out, params, true)
 }
 
+/// A word-level tokenizer over a handful of words (`a` to `d`), written into `dir`.
+#[cfg(test)]
+pub(crate) fn test_tokenizer(dir: &Path) -> Tokenizer {
+    let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+            "pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"[UNK]":0,"a":1,"b":2,"c":3,"d":4},"unk_token":"[UNK]"}}"#;
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, json).unwrap();
+    Tokenizer::from_file(&path).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A word-level tokenizer over a handful of words.
-    fn tokenizer(dir: &Path) -> Tokenizer {
-        let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
-            "pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
-            "model":{"type":"WordLevel","vocab":{"[UNK]":0,"a":1,"b":2,"c":3,"d":4},"unk_token":"[UNK]"}}"#;
-        let path = dir.join("tokenizer.json");
-        std::fs::write(&path, json).unwrap();
-        Tokenizer::from_file(&path).unwrap()
-    }
-
     #[test]
     fn the_full_store_lies_beside_the_compact_one() {
         let dir = tempfile::tempdir().unwrap();
-        let tokenizer = tokenizer(dir.path());
+        let tokenizer = test_tokenizer(dir.path());
         let (compact, full) = (store_path(&tokenizer), full_store_path(&tokenizer));
         assert_eq!(compact.parent(), full.parent());
         assert_eq!(full.file_name().unwrap().to_string_lossy(), format!("{:016x}.full.crest", tokenizer.fingerprint()));
@@ -92,7 +93,7 @@ mod tests {
     /// A directory with the tokenizer and a corpus of one file holding `text`.
     fn with_corpus(text: &str) -> (tempfile::TempDir, Tokenizer, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
-        let tokenizer = tokenizer(dir.path());
+        let tokenizer = test_tokenizer(dir.path());
         let corpus = dir.path().join("corpus");
         std::fs::create_dir_all(&corpus).unwrap();
         std::fs::write(corpus.join("m.py"), text).unwrap();
