@@ -1,8 +1,6 @@
 //! Bad input on the command line: each case is a one-line error on stderr
 //! and a non-zero exit, never a panic.
 
-mod real_model;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -68,18 +66,19 @@ fn model_errors() {
 
     let garbage = dir.path().join("garbage.gguf");
     std::fs::write(&garbage, b"this is not a model file at all").unwrap();
-    assert_clean_error(&run(with_model(garbage.to_str().unwrap())), "cannot load model");
+    let output = run(with_model(garbage.to_str().unwrap()));
+    assert_clean_error(&output, "cannot load model");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.matches("cannot load model").count(), 1, "the prefix is said once: {stderr}");
 
     let foreign = dir.path().join("mamba.gguf");
     std::fs::write(&foreign, gguf_with_architecture("mamba")).unwrap();
     assert_clean_error(&run(with_model(foreign.to_str().unwrap())), "mamba");
 
-    if let Some(real) = real_model::model_path() {
-        let bytes = std::fs::read(&real).unwrap();
-        let truncated = dir.path().join("truncated.gguf");
-        std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
-        assert_clean_error(&run(with_model(truncated.to_str().unwrap())), "cannot load model");
-    }
+    let bytes = std::fs::read(copilotd_test_support::model_path()).unwrap();
+    let truncated = dir.path().join("truncated.gguf");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
+    assert_clean_error(&run(with_model(truncated.to_str().unwrap())), "cannot load model");
 }
 
 #[test]

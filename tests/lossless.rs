@@ -3,16 +3,17 @@
 //! branches mixed, depth >= 4) give exactly the tokens of plain greedy
 //! decoding.
 
-mod real_model;
 mod stdlib_prompts;
 
 use copilotd::completion::model_adapter::LoadedModel;
 use copilotd_draft::budget::FixedBudget;
+use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::decode::{DecodeHooks, DecodeOptions, Session};
 use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::verify::SamplingParams;
 use copilotd_model::{LoadOptions, Model};
+use copilotd_test_support::model_path;
 
 const PROMPTS: usize = 20;
 const NEW_TOKENS: usize = 128;
@@ -52,7 +53,7 @@ fn generate(
     drafter: Option<&mut dyn Drafter>,
 ) -> (Vec<u32>, usize) {
     let mut never = |_: &[u32]| false;
-    let hooks = DecodeHooks { stop: &mut never, cancelled: &|| false };
+    let hooks = DecodeHooks { stop: &mut never, cancel: &CancelToken::new() };
     let mut budget = FixedBudget { nodes: 12, depth: 8 };
     let generation = session.generate(prompt, options, drafter, &mut budget, hooks).expect("generation failed");
     (generation.tokens, generation.stats.forward_steps)
@@ -60,7 +61,7 @@ fn generate(
 
 #[test]
 fn speculative_greedy_equals_autoregressive_on_real_prompts() {
-    let Some(path) = real_model::model_path() else { return };
+    let path = model_path();
     let model = Model::load(&path, &LoadOptions::default()).expect("model loads");
     let tokenizer = model.tokenizer().clone();
     let vocab = model.info().vocab_size as u32;
@@ -100,7 +101,7 @@ fn speculative_greedy_equals_autoregressive_on_real_prompts() {
 
 #[test]
 fn sampling_with_a_fixed_seed_is_reproducible() {
-    let Some(path) = real_model::model_path() else { return };
+    let path = model_path();
     let model = Model::load(&path, &LoadOptions::default()).expect("model loads");
     let tokenizer = model.tokenizer().clone();
     let mut session = Session::new(LoadedModel(model));

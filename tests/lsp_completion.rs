@@ -16,7 +16,7 @@ use support::*;
 static MODEL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    MODEL.lock().unwrap_or_else(|p| p.into_inner())
+    copilotd::sync::lock(&MODEL)
 }
 
 /// The fixture with the body of the `value` property (line 28, 0-based) emptied to its
@@ -36,7 +36,7 @@ fn last_stats(client: &mut copilotd::lsp::client::StdioClient) -> Value {
 
 #[test]
 fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
-    let Some(model) = model_path() else { return };
+    let model = model_path();
     let _serial = serial();
     let workspace = tempfile::tempdir().unwrap();
     let text = inventory();
@@ -109,7 +109,7 @@ fn set_max_tokens(client: &mut copilotd::lsp::client::StdioClient, max_tokens: u
 
 #[test]
 fn cancelled_and_superseded_requests_stop_promptly() {
-    let Some(model) = model_path() else { return };
+    let model = model_path();
     let _serial = serial();
     let full_tokens = 64;
     let mut harness = start(None, options(&model, full_tokens));
@@ -169,7 +169,7 @@ fn cancelled_and_superseded_requests_stop_promptly() {
 
 #[test]
 fn a_ten_megabyte_buffer_is_completed_from_a_bounded_prompt() {
-    let Some(model) = model_path() else { return };
+    let model = model_path();
     let _serial = serial();
     let mut harness = start(None, options(&model, 8));
     let client = &mut harness.client;

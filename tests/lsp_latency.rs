@@ -6,6 +6,7 @@ mod support;
 
 use copilotd::lsp::bench::{bench_lsp, LspBenchOptions};
 use std::path::PathBuf;
+use support::model_path;
 
 fn stdlib_files() -> Vec<PathBuf> {
     let output = std::process::Command::new("python3")
@@ -19,7 +20,7 @@ fn stdlib_files() -> Vec<PathBuf> {
 #[test]
 #[ignore = "a measurement of a few minutes; run with --ignored --nocapture"]
 fn lsp_latency_cold_and_warm() {
-    let Some(model) = support::model_path() else { return };
+    let model = model_path();
     let samples = std::env::var("COPILOTD_LSP_SAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
     let options = LspBenchOptions {
         binary: support::binary(),

@@ -38,6 +38,14 @@ fn initialize_announces_capabilities_and_exits_cleanly() {
 }
 
 #[test]
+fn exit_without_shutdown_exits_with_code_one() {
+    let mut client = copilotd::lsp::client::StdioClient::spawn(&binary(), &["--stdio"], &[]).unwrap();
+    client.initialize(None, no_model(), QUICK).unwrap();
+    let status = client.exit(QUICK).unwrap();
+    assert_eq!(status.code(), Some(1), "exit without shutdown is an error");
+}
+
+#[test]
 fn a_missing_model_is_shown_and_completions_answer_an_error() {
     let mut harness = start(None, no_model());
     let client = &mut harness.client;

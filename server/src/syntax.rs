@@ -1,4 +1,4 @@
-//! Where a new Python line begins, for FastCoder's skip token (DESIGN §4.4):
+//! Where a new Python line begins, for FastCoder's skip token:
 //! the first non-blank token of a line is the hardest to guess, so retrieval
 //! there is throttled — but only in code, not inside a string.
 //!

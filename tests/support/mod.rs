@@ -14,19 +14,8 @@ pub const QUICK: Duration = Duration::from_secs(10);
 /// Bound for model loads and completions on a slow, shared 2-core machine.
 pub const SLOW: Duration = Duration::from_secs(120);
 
-/// The real model, or `None` (skip) locally; under CI a missing model fails.
-pub fn model_path() -> Option<PathBuf> {
-    match copilotd::model_files::find_local() {
-        Some(path) => Some(path),
-        None if std::env::var_os("CI").is_some() => {
-            panic!("no model: set COPILOTD_MODEL or run `copilotd model fetch` (CI must have the real model)")
-        }
-        None => {
-            eprintln!("skipping: no model (set COPILOTD_MODEL or run `copilotd model fetch`)");
-            None
-        }
-    }
-}
+#[allow(unused_imports)] // Not every test crate needs the model.
+pub use copilotd_test_support::model_path;
 
 pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_copilotd"))

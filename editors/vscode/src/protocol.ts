@@ -62,7 +62,7 @@ export interface DaemonStatus {
   modelError?: string | null;
 }
 
-/** Daemon settings as sent in `initializationOptions` and `workspace/didChangeConfiguration` (DESIGN §7). */
+/** Daemon settings as sent in `initializationOptions` and `workspace/didChangeConfiguration`. */
 export interface DaemonSettings {
   model?: string;
   strategy?: string;

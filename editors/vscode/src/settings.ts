@@ -30,7 +30,7 @@ export function readSettings(config: vscode.WorkspaceConfiguration): ExtensionSe
 }
 
 /**
- * The daemon's settings (DESIGN §7 names, camelCase). Empty strings, zero numbers and empty lists mean
+ * The daemon's settings (its names in camelCase). Empty strings, zero numbers and empty lists mean
  * "use the daemon's default" and are left out, so a daemon-side config.toml still applies.
  */
 export function daemonSettings(config: vscode.WorkspaceConfiguration): DaemonSettings {

@@ -75,7 +75,7 @@ test('documents are served by scheme and language', () => {
   ]);
 });
 
-test('daemon settings use DESIGN names and leave defaults to the daemon', () => {
+test('daemon settings use the daemon names in camelCase and leave defaults to the daemon', () => {
   assert.deepEqual(daemonSettings(config({})), {});
   assert.deepEqual(
     daemonSettings(

@@ -3,6 +3,7 @@
 //! with a toy model; the daemon plugs in the candle runtime.
 
 use crate::budget::BudgetPolicy;
+use crate::cancel::{CancelToken, Cancelled};
 use crate::drafter::{AcceptedDraft, Candidate, Drafter};
 use crate::tree::{self, DraftTree};
 use crate::verify::{self, SamplingParams};
@@ -24,13 +25,24 @@ pub trait TreeModel {
     fn keep_path(&mut self, path: &[usize]) -> Result<()>;
 }
 
-/// Why the stop callback ended generation.
+/// Why a generation ended with its text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
     MaxTokens,
     EndOfText,
     StopRule,
-    Cancelled,
+}
+
+/// Why a generation produced no text.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("generation cancelled: {0}")]
+    Cancelled(Cancelled),
+    #[error("empty prompt")]
+    EmptyPrompt,
+    /// The model failed (the cache was reset).
+    #[error("model forward failed: {0:#}")]
+    Model(anyhow::Error),
 }
 
 /// Per-request statistics.
@@ -118,8 +130,9 @@ pub struct DecodeHooks<'a> {
     /// Called with all tokens generated so far after each new token; `true`
     /// stops generation after that token.
     pub stop: &'a mut dyn FnMut(&[u32]) -> bool,
-    /// Polled once per step; `true` abandons the generation.
-    pub cancelled: &'a dyn Fn() -> bool,
+    /// Checked once per step; once cancelled, the generation ends with
+    /// [`DecodeError::Cancelled`].
+    pub cancel: &'a CancelToken,
 }
 
 /// Owns a model plus the tokens its KV cache holds, so consecutive requests
@@ -147,8 +160,10 @@ impl<M: TreeModel> Session<M> {
 
     /// Brings the cache to `prompt` reusing the common prefix, and returns
     /// the logits after its last token and how many tokens were reused.
-    fn prefill(&mut self, prompt: &[u32]) -> Result<(Vec<f32>, usize)> {
-        anyhow::ensure!(!prompt.is_empty(), "empty prompt");
+    fn prefill(&mut self, prompt: &[u32]) -> Result<(Vec<f32>, usize), DecodeError> {
+        if prompt.is_empty() {
+            return Err(DecodeError::EmptyPrompt);
+        }
         let common = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
         // The last prompt token is always run so that its logits are fresh.
         let reuse = common.min(prompt.len() - 1).min(self.model.cache_len());
@@ -163,7 +178,7 @@ impl<M: TreeModel> Session<M> {
             Err(error) => {
                 self.model.truncate(0);
                 self.cached.clear();
-                Err(error)
+                Err(DecodeError::Model(error))
             }
         }
     }
@@ -178,10 +193,11 @@ impl<M: TreeModel> Session<M> {
         drafter: Option<&mut dyn Drafter>,
         budget: &mut dyn BudgetPolicy,
         hooks: DecodeHooks<'_>,
-    ) -> Result<Generation> {
+    ) -> Result<Generation, DecodeError> {
         let outcome = self.generate_inner(prompt, options, drafter, budget, hooks);
-        if outcome.is_err() {
-            // A failed step may leave the cache out of step with `cached`.
+        if matches!(outcome, Err(DecodeError::Model(_))) {
+            // A failed step may leave the cache out of step with `cached` (a cancelled
+            // generation stops between steps, with both in step: its prefix stays reusable).
             self.model.truncate(0);
             self.cached.clear();
         }
@@ -195,8 +211,8 @@ impl<M: TreeModel> Session<M> {
         mut drafter: Option<&mut dyn Drafter>,
         budget: &mut dyn BudgetPolicy,
         hooks: DecodeHooks<'_>,
-    ) -> Result<Generation> {
-        let DecodeHooks { stop, cancelled } = hooks;
+    ) -> Result<Generation, DecodeError> {
+        let DecodeHooks { stop, cancel } = hooks;
         let vocab = self.model.vocab_size();
         let mut rng = options.sampling.map(|s| StdRng::seed_from_u64(s.seed));
         let mut stats = DecodeStats { prompt_tokens: prompt.len(), ..DecodeStats::default() };
@@ -239,8 +255,8 @@ impl<M: TreeModel> Session<M> {
             if let Some(reason) = emit(pending, &mut output, &mut context) {
                 break reason;
             }
-            if cancelled() {
-                break StopReason::Cancelled;
+            if let Some(reason) = cancel.reason() {
+                return Err(DecodeError::Cancelled(reason));
             }
 
             let draft_started = Instant::now();
@@ -259,14 +275,14 @@ impl<M: TreeModel> Session<M> {
             }
             stats.draft_ms += ms_since(draft_started);
 
-            let logits = self.model.forward_tree(&tree.tokens, &tree.parents)?;
+            let logits = self.model.forward_tree(&tree.tokens, &tree.parents).map_err(DecodeError::Model)?;
             stats.forward_steps += 1;
             stats.tree_nodes += tree.len();
             let verdict = match (&options.sampling, rng.as_mut()) {
                 (Some(params), Some(rng)) => verify::verify_sampling(&tree, &logits, vocab, params, rng),
                 _ => verify::verify_greedy(&tree, &logits, vocab),
             };
-            self.model.keep_path(&verdict.path)?;
+            self.model.keep_path(&verdict.path).map_err(DecodeError::Model)?;
             self.cached.push(pending);
             let accepted: Vec<u32> = verdict.path[1..].iter().map(|&n| tree.tokens[n]).collect();
             self.cached.extend_from_slice(&accepted);

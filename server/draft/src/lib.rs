@@ -1,7 +1,10 @@
 //! The token-id world of copilotd: drafting sources, datastores, draft trees,
 //! verification and the decode loop. Nothing here knows candle, files or LSP.
 
+pub mod atomic_file;
 pub mod budget;
+pub mod cancel;
+pub mod checksum;
 pub mod combined;
 pub mod common_store;
 pub mod decode;

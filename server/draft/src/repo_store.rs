@@ -1,4 +1,4 @@
-//! The live repository datastore (DESIGN §4.1): the workspace's files as token
+//! The live repository datastore: the workspace's files as token
 //! ids, answering longest-suffix queries with counted continuations, updated
 //! one file at a time in milliseconds.
 //!

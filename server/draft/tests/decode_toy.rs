@@ -4,7 +4,8 @@
 
 use anyhow::Result;
 use copilotd_draft::budget::FixedBudget;
-use copilotd_draft::decode::{DecodeHooks, DecodeOptions, Session, StopReason, TreeModel};
+use copilotd_draft::cancel::{CancelToken, Cancelled};
+use copilotd_draft::decode::{DecodeError, DecodeHooks, DecodeOptions, Session, StopReason, TreeModel};
 use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::verify::SamplingParams;
@@ -105,7 +106,7 @@ fn run(
     drafter: Option<&mut dyn Drafter>,
 ) -> (Vec<u32>, usize) {
     let mut never = |_: &[u32]| false;
-    let hooks = DecodeHooks { stop: &mut never, cancelled: &|| false };
+    let hooks = DecodeHooks { stop: &mut never, cancel: &CancelToken::new() };
     let generation = session.generate(prompt, opts, drafter, &mut FixedBudget { nodes: 16, depth: 6 }, hooks).unwrap();
     (generation.tokens, generation.stats.forward_steps)
 }
@@ -136,7 +137,7 @@ fn prompt_prefix_is_reused_and_output_is_unchanged() {
     let mut edited = prompt.clone();
     edited[35] = (edited[35] + 1) % VOCAB as u32;
     let mut never = |_: &[u32]| false;
-    let hooks = DecodeHooks { stop: &mut never, cancelled: &|| false };
+    let hooks = DecodeHooks { stop: &mut never, cancel: &CancelToken::new() };
     let second = session.generate(&edited, &options(20), None, &mut FixedBudget { nodes: 0, depth: 0 }, hooks).unwrap();
     assert_eq!(second.stats.reused_tokens, 35);
     let (fresh, _) = run(&mut Session::new(ToyModel::default()), &edited, &options(20), None);
@@ -156,7 +157,7 @@ fn stop_rule_end_tokens_and_cancellation() {
     let mut session = Session::new(ToyModel::default());
     let mut oracle = Oracle { truth: reference.clone(), prompt_len: prompt.len() };
     let mut stop = |out: &[u32]| out.last() == Some(&stop_at);
-    let hooks = DecodeHooks { stop: &mut stop, cancelled: &|| false };
+    let hooks = DecodeHooks { stop: &mut stop, cancel: &CancelToken::new() };
     let generation = session
         .generate(&prompt, &options(30), Some(&mut oracle), &mut FixedBudget { nodes: 16, depth: 6 }, hooks)
         .unwrap();
@@ -168,12 +169,15 @@ fn stop_rule_end_tokens_and_cancellation() {
     assert_eq!(ended, reference[..first_stop]);
 
     let mut never = |_: &[u32]| false;
-    let hooks = DecodeHooks { stop: &mut never, cancelled: &|| true };
-    let cancelled = Session::new(ToyModel::default())
-        .generate(&prompt, &options(30), None, &mut FixedBudget { nodes: 0, depth: 0 }, hooks)
-        .unwrap();
-    assert_eq!(cancelled.stop, StopReason::Cancelled);
-    assert_eq!(cancelled.tokens.len(), 1);
+    let cancel = CancelToken::new();
+    cancel.cancel(Cancelled::Superseded);
+    let hooks = DecodeHooks { stop: &mut never, cancel: &cancel };
+    let mut session = Session::new(ToyModel::default());
+    let cancelled = session.generate(&prompt, &options(30), None, &mut FixedBudget { nodes: 0, depth: 0 }, hooks);
+    assert!(matches!(cancelled, Err(DecodeError::Cancelled(Cancelled::Superseded))), "{cancelled:?}");
+    // The cancelled prompt's cache stays reusable.
+    let (again, _) = run(&mut session, &prompt, &options(30), None);
+    assert_eq!(again, reference);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! the logits of every node, then keeps only the accepted path in the cache. Every
 //! kernel computes a token's result independently of the other tokens in the pass, so
 //! the logits of a tree node are bit-identical to those of a one-token pass along its
-//! branch (see DESIGN §6 and the `exactness` tests).
+//! branch (own sequential softmax and attention, row-independent quantized matmuls; the
+//! `exactness` tests check it bit for bit).
 //!
 //! Weights come from a GGUF file (Llama, Qwen2) or a Hugging Face safetensors directory
 //! and are converted once at load time ([`WeightFormat`]). See `README.md` for the

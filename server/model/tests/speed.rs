@@ -12,11 +12,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn load(format: WeightFormat) -> Option<Model> {
-    let path = common::model_path()?;
+fn load(format: WeightFormat) -> Model {
     let threads = std::env::var("COPILOTD_THREADS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
     let opts = LoadOptions { threads: Some(threads), weights: format, kernel: None };
-    Some(Model::load(&path, &opts).expect("model loads"))
+    Model::load(&common::model_path(), &opts).expect("model loads")
 }
 
 fn context(m: &Model, n: usize) -> Vec<u32> {
@@ -26,7 +25,7 @@ fn context(m: &Model, n: usize) -> Vec<u32> {
 }
 
 fn figures(format: WeightFormat) {
-    let Some(mut m) = load(format) else { return };
+    let mut m = load(format);
     println!("model: {} — weights {} — {}", m.info().name, m.info().weights, m.info().device);
     let ids = context(&m, 512);
 

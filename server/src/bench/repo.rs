@@ -1,4 +1,4 @@
-//! The repository-level benchmark (DESIGN §8): for each package and task,
+//! The repository-level benchmark: for each package and task,
 //! every variant completes the cut-out function body in the same process,
 //! interleaved per task, with `ar` first as the reference.
 
@@ -8,6 +8,7 @@ use crate::completion::drafting::{BudgetSettings, DraftSources};
 use crate::completion::{Completer, CompletionRequest, CompletionStats, Strategy};
 use crate::workspace::{index_workspace, WalkConfig};
 use anyhow::{Context, Result};
+use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
 use serde::Serialize;
@@ -97,7 +98,7 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
                 log(&run);
                 runs.push(run);
             }
-            store.write().unwrap_or_else(|p| p.into_inner()).upsert_file(&task.file, original);
+            crate::sync::write(&store).upsert_file(&task.file, original);
         }
     }
     Ok(runs)
@@ -109,7 +110,7 @@ fn with_cut_file(
     task: &Task,
     tokenize: &dyn Fn(&str) -> Result<Vec<u32>>,
 ) -> Result<Vec<u32>> {
-    let mut store = store.write().unwrap_or_else(|p| p.into_inner());
+    let mut store = crate::sync::write(store);
     let original = store.file_tokens(&task.file).map(<[u32]>::to_vec).unwrap_or_default();
     store.upsert_file(&task.file, tokenize(&task.cut_text)?);
     Ok(original)
@@ -125,7 +126,7 @@ fn run_one(
     let request =
         CompletionRequest { text: &task.cut_text, cursor: task.cursor, path: Some(&task.file), max_tokens, strategy };
     completer.swap_sources(sources);
-    let result = completer.complete(&request, &|| false);
+    let result = completer.complete(&request, &CancelToken::new());
     completer.swap_sources(sources);
     result.with_context(|| format!("{} failed on {}::{}", strategy, task.file, task.function))
 }

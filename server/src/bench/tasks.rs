@@ -1,9 +1,9 @@
-//! Repository-level completion tasks (DESIGN §8): functions of real Python
+//! Repository-level completion tasks: functions of real Python
 //! packages whose bodies are cut out; the model completes each body from the
 //! start, with the file before it as prompt.
 
 use anyhow::{Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tree_sitter::{Node, Parser};
 
 /// Body sizes a task may have, in lines (inclusive).
@@ -28,8 +28,7 @@ pub struct Task {
 pub fn find_tasks(root: &Path) -> Result<Vec<Task>> {
     let mut parser = Parser::new();
     parser.set_language(&tree_sitter_python::LANGUAGE.into()).context("cannot load the Python grammar")?;
-    let mut files = python_files(root)?;
-    files.sort();
+    let files = crate::python_files::python_files(root, &[])?;
     let mut tasks = Vec::new();
     for path in files {
         let Ok(text) = std::fs::read_to_string(&path) else { continue };
@@ -47,22 +46,6 @@ pub fn spread(tasks: Vec<Task>, count: usize) -> Vec<Task> {
     }
     let step = tasks.len() as f64 / count as f64;
     (0..count).map(|i| tasks[(i as f64 * step) as usize].clone()).collect()
-}
-
-fn python_files(root: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "py") {
-                files.push(path);
-            }
-        }
-    }
-    Ok(files)
 }
 
 fn collect(node: Node, text: &str, file: &str, tasks: &mut Vec<Task>) {

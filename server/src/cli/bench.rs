@@ -56,7 +56,7 @@ pub struct RepoArgs {
     #[arg(long, default_value_t = 128)]
     max_tokens: usize,
     /// Strategies compared with `ar` (which always runs first).
-    #[arg(long, value_delimiter = ',', default_value = "pld,fastcoder", value_parser = super::parse_strategy)]
+    #[arg(long, value_delimiter = ',', default_value = "pld,fastcoder", value_parser = super::parse::<Strategy>)]
     strategies: Vec<Strategy>,
     /// Also run FastCoder with each component switched off in turn.
     #[arg(long)]
@@ -327,6 +327,16 @@ fn lsp(args: LspArgs) -> Result<()> {
     Ok(())
 }
 
+/// The CPU and kernel a benchmark ran on, as one line of its report.
+fn machine_line(cpu: &CpuDescription, kernel: Kernel) -> String {
+    format!("CPU {} (features: {}); {kernel} kernel", cpu.model, cpu.features.join(" "))
+}
+
+/// The CPU and kernel a benchmark ran on, for its JSON results.
+fn machine_json(cpu: &CpuDescription, kernel: Kernel) -> serde_json::Value {
+    json!({"cpu": cpu.model, "features": cpu.features, "kernel": kernel.name()})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,14 +390,4 @@ mod tests {
         assert!(error.contains("--common-full needs a strategy that reads the common store"), "{error}");
         assert!(full_store_readers(&parse(&["--strategies", "pld"]).unwrap()).unwrap().is_empty());
     }
-}
-
-/// The CPU and kernel a benchmark ran on, as one line of its report.
-fn machine_line(cpu: &CpuDescription, kernel: Kernel) -> String {
-    format!("CPU {} (features: {}); {kernel} kernel", cpu.model, cpu.features.join(" "))
-}
-
-/// The CPU and kernel a benchmark ran on, for its JSON results.
-fn machine_json(cpu: &CpuDescription, kernel: Kernel) -> serde_json::Value {
-    json!({"cpu": cpu.model, "features": cpu.features, "kernel": kernel.name()})
 }

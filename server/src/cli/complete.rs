@@ -1,7 +1,7 @@
 //! `copilotd complete`: one completion at a cursor, for scripts and
 //! benchmarks.
 
-use super::{parse_strategy, EngineArgs};
+use super::{parse, EngineArgs};
 use crate::completion::{Completer, CompletionRequest, Strategy};
 use crate::config::Config;
 use crate::text_position;
@@ -9,6 +9,7 @@ use crate::workspace::paths::workspace_store_path;
 use crate::workspace::{index_workspace, SharedStore, WalkConfig};
 use anyhow::{Context, Result};
 use clap::Args;
+use copilotd_draft::cancel::CancelToken;
 use copilotd_model::Tokenizer;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -32,7 +33,7 @@ pub struct CompleteArgs {
     #[arg(long, default_value_t = 128)]
     max_tokens: usize,
     /// Decoding strategy: ar, pld, rest, fastcoder or auto.
-    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    #[arg(long, default_value = "auto", value_parser = parse::<Strategy>)]
     strategy: Strategy,
     /// Print one JSON object on the last line of stdout.
     #[arg(long)]
@@ -75,7 +76,7 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
         max_tokens: args.max_tokens,
         strategy: args.strategy,
     };
-    let completion = completer.complete(&request, &|| false).context("completion failed")?;
+    let completion = completer.complete(&request, &CancelToken::new()).context("completion failed")?;
     if args.json {
         let mut object = serde_json::to_value(&completion.stats)?;
         object["text"] = json!(completion.text);

@@ -7,7 +7,7 @@ mod datastore;
 mod index;
 
 use crate::completion::drafting::BudgetSettings;
-use crate::completion::{EngineSettings, Strategy};
+use crate::completion::EngineSettings;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use copilotd_model::{Kernel, WeightFormat};
@@ -64,7 +64,7 @@ pub struct EngineArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// Weight format at load time: native, q8_0 or f32.
-    #[arg(long, default_value = "q8_0", value_parser = parse_weights)]
+    #[arg(long, default_value = "q8_0", value_parser = parse::<WeightFormat>)]
     pub weights: WeightFormat,
     /// Kernel to run on: avx512-vnni, avx-vnni, avx2, neon-dotprod, neon or portable
     /// (default: $COPILOTD_KERNEL, else the fastest this CPU runs).
@@ -104,16 +104,8 @@ impl EngineArgs {
     }
 }
 
-fn parse_weights(value: &str) -> Result<WeightFormat, String> {
-    match value {
-        "native" => Ok(WeightFormat::Native),
-        "q8_0" => Ok(WeightFormat::Q8_0),
-        "f32" => Ok(WeightFormat::F32),
-        other => Err(format!("unknown weight format '{other}' (expected native, q8_0 or f32)")),
-    }
-}
-
-fn parse_strategy(value: &str) -> Result<Strategy, String> {
+/// A command-line value through the type's own `FromStr` (the one parser of each type).
+fn parse<T: std::str::FromStr<Err = anyhow::Error>>(value: &str) -> Result<T, String> {
     value.parse().map_err(|e: anyhow::Error| e.to_string())
 }
 
@@ -134,9 +126,10 @@ pub fn run() -> Result<()> {
         (false, Some(Command::Complete(args))) => complete::run(&args),
         (false, Some(Command::Index(args))) => index::run(&args),
         (false, Some(Command::Model(ModelCommand::Fetch { if_missing }))) => {
-            let existing = crate::model_files::default_model_path();
-            if if_missing && existing.exists() {
-                println!("model present: {}", existing.display());
+            if if_missing {
+                // Fetched only when missing or damaged.
+                let path = crate::model_files::ensure_default()?;
+                println!("model present: {}", path.display());
                 return Ok(());
             }
             let path = crate::model_files::fetch_default()?;
@@ -145,5 +138,17 @@ pub fn run() -> Result<()> {
         }
         (false, Some(Command::Bench(command))) => bench::run(command),
         (false, Some(Command::Datastore(command))) => datastore::run(command),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weight_formats_parse_as_the_model_crate_spells_them() {
+        assert_eq!(parse::<WeightFormat>("q8_0"), Ok(WeightFormat::Q8_0));
+        assert_eq!(parse::<WeightFormat>("Native"), "native".parse::<WeightFormat>().map_err(|e| e.to_string()));
+        assert!(parse::<WeightFormat>("q4").unwrap_err().contains("expected native, q8_0 or f32"));
     }
 }

@@ -103,7 +103,7 @@ fn cache_file(info: &ModelInfo, fingerprint: u64) -> PathBuf {
         info.threads,
         env!("CARGO_PKG_VERSION")
     );
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let hash = copilotd_draft::checksum::of_bytes(key.as_bytes());
     paths::cache_dir().join("calibration").join(format!("{hash:016x}.json"))
 }
 
@@ -111,15 +111,39 @@ fn cache_file(info: &ModelInfo, fingerprint: u64) -> PathBuf {
 /// (several seconds for a small model) and cached.
 pub fn cost_model(model: &mut Model) -> Result<CostModel> {
     let path = cache_file(model.info(), model.tokenizer().fingerprint());
-    if let Some(cost) = std::fs::read(&path).ok().and_then(|bytes| parse(&bytes)) {
-        return Ok(cost);
+    match read_cached(&path) {
+        Cached::Usable(cost) => return Ok(cost),
+        Cached::Missing => {}
+        Cached::Unusable => {
+            tracing::warn!("the calibration file {} is unusable; measuring again and replacing it", path.display())
+        }
     }
     let cost = measure_lengths(model, &CALIBRATION_CACHES, &CALIBRATION_NODES, CALIBRATION_REPEATS)?;
-    let stored: Vec<(usize, &[(usize, f64)])> = cost.curves().iter().map(|(len, c)| (*len, c.points())).collect();
-    if let Err(error) = write_atomically(&path, &serde_json::to_vec(&stored)?) {
+    if let Err(error) = copilotd_draft::atomic_file::write(&path, &encode(&cost)) {
         tracing::warn!("cannot cache the cost curve at {}: {error:#}", path.display());
     }
     Ok(cost)
+}
+
+/// What the calibration cache holds for a model.
+enum Cached {
+    Missing,
+    Usable(CostModel),
+    /// Unreadable, damaged or from another layout: measured again and replaced.
+    Unusable,
+}
+
+fn read_cached(path: &std::path::Path) -> Cached {
+    match std::fs::read(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Cached::Missing,
+        Err(_) => Cached::Unusable,
+        Ok(bytes) => parse(&bytes).map_or(Cached::Unusable, Cached::Usable),
+    }
+}
+
+fn encode(cost: &CostModel) -> Vec<u8> {
+    let stored: Vec<(usize, &[(usize, f64)])> = cost.curves().iter().map(|(len, c)| (*len, c.points())).collect();
+    serde_json::to_vec(&stored).expect("numbers serialize")
 }
 
 /// A cached cost model; `None` when unreadable or from another layout.
@@ -129,11 +153,23 @@ fn parse(bytes: &[u8]) -> Option<CostModel> {
     CostModel::new(curves)
 }
 
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().context("no parent directory")?;
-    std::fs::create_dir_all(dir)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut file, bytes)?;
-    file.persist(path)?;
-    Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_garbage_calibration_file_is_unusable_and_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.json");
+        assert!(matches!(read_cached(&path), Cached::Missing));
+        std::fs::write(&path, b"\x00garbage{").unwrap();
+        assert!(matches!(read_cached(&path), Cached::Unusable));
+        let curve = CostCurve::new(vec![(1, 10.0), (8, 25.0)]).unwrap();
+        let cost = CostModel::new(vec![(256, curve.clone()), (2048, curve)]).unwrap();
+        copilotd_draft::atomic_file::write(&path, &encode(&cost)).unwrap();
+        match read_cached(&path) {
+            Cached::Usable(read) => assert_eq!(read.curves().len(), 2),
+            _ => panic!("the replaced file must be usable"),
+        }
+    }
 }

@@ -66,37 +66,44 @@ pub fn build(tokenizer: &Tokenizer, corpus: &Path, out: &Path, params: CommonPar
     common_build::build_common(corpus, &tokenize, tokenizer.fingerprint(), out, params, true)
 }
 
+/// A word-level tokenizer over a handful of words (`a` to `d`), written into `dir`.
+#[cfg(test)]
+pub(crate) fn test_tokenizer(dir: &Path) -> Tokenizer {
+    let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+            "pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"[UNK]":0,"a":1,"b":2,"c":3,"d":4},"unk_token":"[UNK]"}}"#;
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, json).unwrap();
+    Tokenizer::from_file(&path).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A word-level tokenizer over a handful of words.
-    fn tokenizer(dir: &Path) -> Tokenizer {
-        let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
-            "pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
-            "model":{"type":"WordLevel","vocab":{"[UNK]":0,"a":1,"b":2,"c":3,"d":4},"unk_token":"[UNK]"}}"#;
-        let path = dir.join("tokenizer.json");
-        std::fs::write(&path, json).unwrap();
-        Tokenizer::from_file(&path).unwrap()
-    }
-
     #[test]
     fn the_full_store_lies_beside_the_compact_one() {
         let dir = tempfile::tempdir().unwrap();
-        let tokenizer = tokenizer(dir.path());
+        let tokenizer = test_tokenizer(dir.path());
         let (compact, full) = (store_path(&tokenizer), full_store_path(&tokenizer));
         assert_eq!(compact.parent(), full.parent());
         assert_eq!(full.file_name().unwrap().to_string_lossy(), format!("{:016x}.full.crest", tokenizer.fingerprint()));
     }
 
-    #[test]
-    fn the_full_store_keeps_every_ngram_and_is_built_once() {
+    /// A directory with the tokenizer and a corpus of one file holding `text`.
+    fn with_corpus(text: &str) -> (tempfile::TempDir, Tokenizer, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
-        let tokenizer = tokenizer(dir.path());
+        let tokenizer = test_tokenizer(dir.path());
         let corpus = dir.path().join("corpus");
         std::fs::create_dir_all(&corpus).unwrap();
+        std::fs::write(corpus.join("m.py"), text).unwrap();
+        (dir, tokenizer, corpus)
+    }
+
+    #[test]
+    fn the_full_store_keeps_every_ngram_and_is_built_once() {
         // Every n-gram followed by a token: 1-grams a b c d; 2-grams ab bc cd da ba; ...
-        std::fs::write(corpus.join("m.py"), "a b c d a b a c").unwrap();
+        let (dir, tokenizer, corpus) = with_corpus("a b c d a b a c");
         let found = || Ok(corpus.clone());
         let path = dir.path().join("store.full.crest");
         let full = open_or_build_at(&tokenizer, &path, full_params(), &found).unwrap();
@@ -117,5 +124,23 @@ mod tests {
         std::fs::write(&path, b"not a store").unwrap();
         let rebuilt = open_or_build_at(&tokenizer, &path, full_params(), &found).unwrap();
         assert_eq!(rebuilt.entries_per_n(), counts);
+    }
+
+    #[test]
+    fn an_interrupted_rebuild_leaves_no_partial_store() {
+        let (dir, tokenizer, corpus) = with_corpus("a b c d a b");
+        let stores = dir.path().join("common");
+        let path = stores.join("store.crest");
+        std::fs::create_dir_all(&stores).unwrap();
+        std::fs::write(&path, b"damaged").unwrap();
+        // Stopped before the new store was complete: the old file is untouched.
+        let stopped = || anyhow::bail!("stopped mid-rebuild");
+        assert!(open_or_build_at(&tokenizer, &path, CommonParams::default(), &stopped).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"damaged");
+        // A finished rebuild replaces it whole and leaves no temporary file behind.
+        let found = || Ok(corpus.clone());
+        open_or_build_at(&tokenizer, &path, CommonParams::default(), &found).unwrap();
+        let names: Vec<_> = std::fs::read_dir(&stores).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("store.crest")]);
     }
 }

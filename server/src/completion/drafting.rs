@@ -81,30 +81,32 @@ impl DraftSources {
         }
     }
 
-    /// The drafter for one request; `None` for plain decoding.
+    /// The drafter for one request, from the strategy's sources (`Strategy::sources`);
+    /// `None` for plain decoding. Several sources are combined, FastCoder's first.
     pub fn drafter(&self, strategy: Strategy, tokenizer: &Tokenizer) -> Result<Option<Box<dyn Drafter>>> {
-        Ok(match strategy {
-            Strategy::Ar => None,
-            Strategy::Pld => Some(Box::new(PromptLookup::default())),
-            Strategy::Rest => {
-                if self.common.is_none() {
-                    bail!("strategy 'rest' needs the common datastore (copilotd datastore build-common)");
-                }
-                let config = FastCoderConfig {
-                    use_repository: false,
-                    use_cache: false,
-                    use_retrieval_strategy: false,
-                    ..self.fastcoder.clone()
-                };
-                Some(Box::new(self.fastcoder_drafter(config, tokenizer)))
+        let sources = strategy.sources();
+        let mut drafters: Vec<Box<dyn Drafter>> = Vec::new();
+        if sources.common && !sources.repository {
+            if self.common.is_none() {
+                bail!("strategy '{strategy}' needs the common datastore (copilotd datastore build-common)");
             }
-            Strategy::FastCoder => Some(Box::new(self.fastcoder_drafter(self.fastcoder.clone(), tokenizer))),
-            // FastCoder's sources plus prompt lookup, which also sees the
-            // output generated so far.
-            Strategy::Auto => Some(Box::new(Combined::new(vec![
-                Box::new(self.fastcoder_drafter(self.fastcoder.clone(), tokenizer)),
-                Box::new(PromptLookup::default()),
-            ]))),
+            let config = FastCoderConfig {
+                use_repository: false,
+                use_cache: false,
+                use_retrieval_strategy: false,
+                ..self.fastcoder.clone()
+            };
+            drafters.push(Box::new(self.fastcoder_drafter(config, tokenizer)));
+        } else if sources.common {
+            drafters.push(Box::new(self.fastcoder_drafter(self.fastcoder.clone(), tokenizer)));
+        }
+        // Prompt lookup also sees the output generated so far.
+        if sources.prompt_lookup {
+            drafters.push(Box::new(PromptLookup::default()));
+        }
+        Ok(match drafters.len() {
+            0 | 1 => drafters.pop(),
+            _ => Some(Box::new(Combined::new(drafters))),
         })
     }
 
@@ -135,4 +137,23 @@ fn line_start_fn(tokenizer: Tokenizer, mut oracle: LineStartOracle) -> LineStart
             Err(_) => false,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_strategy_drafts_from_its_sources() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokenizer = crate::completion::common::test_tokenizer(dir.path());
+        let sources = DraftSources::new(FastCoderConfig::default(), BudgetSettings::default());
+        assert!(sources.drafter(Strategy::Ar, &tokenizer).unwrap().is_none());
+        assert!(sources.drafter(Strategy::Pld, &tokenizer).unwrap().is_some());
+        let error = sources.drafter(Strategy::Rest, &tokenizer).err().unwrap().to_string();
+        assert!(error.contains("strategy 'rest' needs the common datastore"), "{error}");
+        for strategy in [Strategy::FastCoder, Strategy::Auto] {
+            assert!(sources.drafter(strategy, &tokenizer).unwrap().is_some(), "{strategy}");
+        }
+    }
 }

@@ -5,17 +5,20 @@
 pub mod calibrate;
 pub mod common;
 pub mod drafting;
+pub mod error;
 pub mod model_adapter;
 pub mod prompt;
 pub mod stop;
 pub mod strategy;
 
+pub use error::CompletionError;
 pub use strategy::Strategy;
 
 use crate::model_files;
 use crate::workspace::SharedStore;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use copilotd_draft::budget::{CostModel, FixedBudget};
+use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::decode::{DecodeHooks, DecodeOptions, DecodeStats, Session, StopReason};
 use copilotd_draft::drafter::Drafter;
@@ -28,18 +31,6 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use stop::StopRules;
-
-/// The error a completion returns when its `cancelled` hook fired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cancelled;
-
-impl std::fmt::Display for Cancelled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("completion cancelled")
-    }
-}
-
-impl std::error::Error for Cancelled {}
 
 /// How the engine is set up: which model, how it decodes.
 #[derive(Clone, Debug)]
@@ -109,6 +100,11 @@ pub struct CompletionStats {
 }
 
 impl CompletionStats {
+    /// The figures of a completion that generated nothing.
+    pub fn empty(strategy: Strategy) -> Self {
+        CompletionStats::new(strategy, &DecodeStats::default(), StopReason::MaxTokens)
+    }
+
     fn new(strategy: Strategy, stats: &DecodeStats, stop: StopReason) -> Self {
         CompletionStats {
             strategy,
@@ -126,7 +122,6 @@ impl CompletionStats {
                 StopReason::MaxTokens => "max_tokens",
                 StopReason::EndOfText => "end_of_text",
                 StopReason::StopRule => "stop_rule",
-                StopReason::Cancelled => "cancelled",
             },
         }
     }
@@ -173,7 +168,8 @@ impl Completer {
     pub fn load(settings: &EngineSettings) -> Result<Completer> {
         let path = model_files::resolve(settings.model.as_deref())?;
         let options = LoadOptions { threads: settings.threads, weights: settings.weights, kernel: settings.kernel };
-        let model = Model::load(&path, &options).with_context(|| format!("cannot load model {}", path.display()))?;
+        // The model's errors already say "cannot load model <path>".
+        let model = Model::load(&path, &options)?;
         if let Some(warning) = &model.info().kernel_warning {
             tracing::warn!("{warning}");
         }
@@ -257,15 +253,17 @@ impl Completer {
         }
     }
 
-    /// Completes the buffer at the cursor. `cancelled` is polled once per
-    /// decode step; when it fires the result is an error holding `Cancelled`.
-    pub fn complete(&mut self, request: &CompletionRequest, cancelled: &dyn Fn() -> bool) -> Result<Completion> {
+    /// Completes the buffer at the cursor. `cancel` is checked once per
+    /// decode step; once it fires the result is [`CompletionError::Cancelled`].
+    pub fn complete(
+        &mut self,
+        request: &CompletionRequest,
+        cancel: &CancelToken,
+    ) -> Result<Completion, CompletionError> {
         let text = request.text;
-        anyhow::ensure!(
-            request.cursor <= text.len() && text.is_char_boundary(request.cursor),
-            "cursor offset {} is outside the document or inside a character",
-            request.cursor
-        );
+        if request.cursor > text.len() || !text.is_char_boundary(request.cursor) {
+            return Err(CompletionError::InvalidCursor(request.cursor));
+        }
         let fim = self.info.fim.as_ref().filter(|_| self.settings.fim);
         let prompt = prompt::build(&self.tokenizer, text, request.cursor, &self.settings.prompt, fim)?;
         if prompt.tokens.is_empty() {
@@ -286,7 +284,7 @@ impl Completer {
         let mut stop = |generated: &[u32]| {
             tokenizer.decode(generated).map(|text| rules.apply(after_cursor(&text, &healed)).1).unwrap_or(false)
         };
-        let hooks = DecodeHooks { stop: &mut stop, cancelled };
+        let hooks = DecodeHooks { stop: &mut stop, cancel };
         let mut drafter = self.sources.drafter(request.strategy, &self.tokenizer)?;
         if drafter.is_some() && self.sources.needs_cost_model() {
             let cost = match &self.cost_model {
@@ -302,9 +300,6 @@ impl Completer {
         let mut fixed = FixedBudget { nodes: 0, depth: 0 };
         let budget = self.sources.budget_policy(&mut fixed);
         let generation = self.session.generate(&prompt.tokens, &options, drafter, budget, hooks)?;
-        if generation.stop == StopReason::Cancelled {
-            return Err(Cancelled.into());
-        }
         let decoded = self.tokenizer.decode(&generation.tokens)?;
         let text = rules.apply(after_cursor(&decoded, &healed)).0.to_string();
         let stats = CompletionStats::new(request.strategy, &generation.stats, generation.stop);
@@ -326,11 +321,7 @@ impl Completer {
     }
 
     fn empty_completion(&self, strategy: Strategy) -> Completion {
-        Completion {
-            text: String::new(),
-            tokens: Vec::new(),
-            stats: CompletionStats::new(strategy, &DecodeStats::default(), StopReason::MaxTokens),
-        }
+        Completion { text: String::new(), tokens: Vec::new(), stats: CompletionStats::empty(strategy) }
     }
 }
 

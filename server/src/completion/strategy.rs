@@ -22,17 +22,41 @@ pub enum Strategy {
     Auto,
 }
 
+/// What a strategy drafts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sources {
+    /// Prompt lookup: the prompt and the output so far.
+    pub prompt_lookup: bool,
+    /// The common datastore (through FastCoder's drafter).
+    pub common: bool,
+    /// FastCoder's own sources besides the common store: the repository datastore, the
+    /// preference cache and its retrieval timing.
+    pub repository: bool,
+}
+
 impl Strategy {
     pub const ALL: [Strategy; 5] = [Strategy::Ar, Strategy::Pld, Strategy::Rest, Strategy::FastCoder, Strategy::Auto];
 
+    /// The one table of which sources each strategy drafts from.
+    pub fn sources(self) -> Sources {
+        let (prompt_lookup, common, repository) = match self {
+            Strategy::Ar => (false, false, false),
+            Strategy::Pld => (true, false, false),
+            Strategy::Rest => (false, true, false),
+            Strategy::FastCoder => (false, true, true),
+            Strategy::Auto => (true, true, true),
+        };
+        Sources { prompt_lookup, common, repository }
+    }
+
     /// Whether drafting reads the common datastore.
     pub fn uses_common_store(self) -> bool {
-        matches!(self, Strategy::Rest | Strategy::FastCoder | Strategy::Auto)
+        self.sources().common
     }
 
     /// Whether drafting reads the repository datastore.
     pub fn uses_repository_store(self) -> bool {
-        matches!(self, Strategy::FastCoder | Strategy::Auto)
+        self.sources().repository
     }
 
     pub fn name(self) -> &'static str {

@@ -4,7 +4,7 @@
 //! `workspace/configuration`, ...) are answered automatically and also recorded.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
+
+use super::transport::{encode, Frame, Framer};
 
 /// A running server and the messages it sent.
 pub struct StdioClient {
@@ -26,33 +28,22 @@ pub struct StdioClient {
     messages: VecDeque<Value>,
 }
 
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut bytes = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-    bytes.extend_from_slice(body);
-    bytes
-}
-
-/// Reads one frame; `None` at end of stream or on a framing error.
-fn read_frame(reader: &mut impl BufRead) -> Option<Value> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
+/// The server's messages, one at a time, framed by the transport's own decoder; `None` at
+/// the end of the stream or on anything malformed.
+fn messages(mut stdout: impl Read) -> impl Iterator<Item = Value> {
+    let mut framer = Framer::default();
+    let mut chunk = vec![0u8; 64 << 10];
+    std::iter::from_fn(move || loop {
+        match framer.next() {
+            Some(Frame::Message(body, _)) => return serde_json::from_slice(&body).ok(),
+            Some(Frame::Reject(_)) => return None,
+            None => {}
         }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
+        match stdout.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(read) => framer.push(&chunk[..read]),
         }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse::<usize>().ok();
-            }
-        }
-    }
-    let mut body = vec![0u8; length?];
-    reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
+    })
 }
 
 /// The automatic answer to a request from the server.
@@ -82,12 +73,11 @@ impl StdioClient {
         let (sender, incoming) = mpsc::channel();
         let replies = Arc::clone(&stdin);
         std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            while let Some(message) = read_frame(&mut reader) {
+            for message in messages(stdout) {
                 if message.get("method").is_some() && message.get("id").is_some() {
                     let reply = serde_json::to_vec(&answer(&message)).expect("json");
-                    let mut stdin = replies.lock().unwrap_or_else(|p| p.into_inner());
-                    let _ = stdin.write_all(&frame(&reply)).and_then(|()| stdin.flush());
+                    let mut stdin = crate::sync::lock(&replies);
+                    let _ = stdin.write_all(&encode(&reply)).and_then(|()| stdin.flush());
                 }
                 if sender.send(message).is_err() {
                     return;
@@ -99,14 +89,14 @@ impl StdioClient {
 
     /// Writes raw bytes to the server (for malformed-input tests).
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
-        let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stdin = crate::sync::lock(&self.stdin);
         stdin.write_all(bytes).and_then(|()| stdin.flush()).context("the server closed its input")
     }
 
     /// Sends one JSON value as a frame.
     pub fn send(&mut self, message: &Value) -> Result<()> {
         let body = serde_json::to_vec(message)?;
-        self.send_raw(&frame(&body))
+        self.send_raw(&encode(&body))
     }
 
     /// Sends a request; returns its id.
@@ -234,11 +224,16 @@ impl StdioClient {
     /// `shutdown`, `exit`, then waits for the process; returns its exit status success.
     pub fn shutdown(mut self, timeout: Duration) -> Result<bool> {
         self.call_ok("shutdown", Value::Null, timeout)?;
+        Ok(self.exit(timeout)?.success())
+    }
+
+    /// `exit` (without `shutdown` unless sent before), then waits for the process.
+    pub fn exit(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
         self.notify("exit", Value::Null)?;
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait()? {
-                return Ok(status.success());
+                return Ok(status);
             }
             if Instant::now() > deadline {
                 bail!("the server did not exit within {timeout:?} of `exit`");

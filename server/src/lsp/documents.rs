@@ -157,7 +157,7 @@ impl Documents {
     fn lock(&self) -> MutexGuard<'_, HashMap<Uri, Document>> {
         // A panic while holding the lock cannot leave a document half-edited (edits are single
         // `replace_range` calls), so a poisoned map is still consistent.
-        self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.open)
     }
 
     /// Opens (or reopens) a document with its full text.

@@ -1,22 +1,30 @@
-//! `copilotd --stdio`: the Language Server.
+//! `copilotd --stdio`: the Language Server, a thin adapter over the completion service
+//! ([`crate::engine`]).
 //!
-//! A thin adapter (DESIGN §2, §7): documents with UTF-16 positions ([`documents`]), completion
-//! requests that supersede and cancel each other ([`requests`]), the model's lifecycle
-//! ([`engine`]), the live workspace index ([`workspace_link`]) with `$/progress`
+//! Documents with UTF-16 positions ([`documents`]), completion requests that supersede and
+//! cancel each other ([`requests`]), handlers one file per method family ([`handlers`]) over
+//! shared state ([`backend`]), the service's errors mapped to JSON-RPC codes ([`errors`]), panic
+//! guards ([`guard`]), the live workspace index ([`workspace_link`]) with `$/progress`
 //! ([`progress`]), `copilotd/status` ([`status`]), and a framing guard that keeps malformed
 //! input from ending the session ([`transport`]).
 
+mod backend;
 pub mod bench;
+mod capabilities;
 pub mod client;
 pub mod documents;
-pub mod engine;
+pub mod errors;
+mod guard;
+mod handlers;
 pub mod progress;
 pub mod requests;
-pub mod server;
 pub mod status;
+#[cfg(test)]
+mod tests;
 pub mod transport;
 pub mod workspace_link;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -24,7 +32,9 @@ use tokio::sync::mpsc;
 use tower_lsp_server::{LspService, Server as LspServer};
 
 use crate::config::Config;
-use server::{Backend, Server};
+use crate::engine::{CompletionService, ModelEngine};
+use backend::Backend;
+use handlers::Server;
 
 /// Requests handled at the same time. Completions serialize on the model, but status requests,
 /// cancellations and document changes must never wait behind them.
@@ -39,10 +49,21 @@ pub fn run_stdio(config: Config) -> anyhow::Result<()> {
         .enable_all()
         .thread_name("copilotd-lsp")
         .build()?;
-    runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), config));
+    let end = runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), config));
     // Reading stdin blocks a thread that cannot be interrupted; do not wait for it.
     runtime.shutdown_background();
-    Ok(())
+    match end {
+        SessionEnd::AfterShutdown => Ok(()),
+        // LSP: exit code 1 when `exit` (or the end of input) comes without `shutdown`.
+        SessionEnd::WithoutShutdown => anyhow::bail!("the client ended the session without `shutdown`"),
+    }
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEnd {
+    AfterShutdown,
+    WithoutShutdown,
 }
 
 fn init_logging() {
@@ -52,18 +73,29 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
-/// Serves one LSP session over `input`/`output`.
-pub async fn serve<R, W>(input: R, output: W, config: Config)
+/// Serves one LSP session over `input`/`output` with the model engine.
+pub async fn serve<R, W>(input: R, output: W, config: Config) -> SessionEnd
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (service, socket) = LspService::build(|client| Server(Arc::new(Backend::new(client, config))))
-        .custom_method("textDocument/inlineCompletion", Server::inline_completion)
-        .custom_method(status::METHOD, Server::status)
-        .custom_method("copilotd/indexedFile", Server::indexed_file)
-        .custom_method("copilotd/reindex", Server::reindex)
-        .finish();
+    serve_with(input, output, config, Arc::new(ModelEngine::default())).await
+}
+
+/// Serves one LSP session over `input`/`output` with `engine`, until `exit` or the end of input.
+pub async fn serve_with<R, W>(input: R, output: W, config: Config, engine: Arc<dyn CompletionService>) -> SessionEnd
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let shut_down = Arc::new(AtomicBool::new(false));
+    let (service, socket) =
+        LspService::build(|client| Server(Arc::new(Backend::new(client, config, engine, Arc::clone(&shut_down)))))
+            .custom_method("textDocument/inlineCompletion", Server::inline_completion)
+            .custom_method(status::METHOD, Server::status)
+            .custom_method("copilotd/indexedFile", Server::indexed_file)
+            .custom_method("copilotd/reindex", Server::reindex)
+            .finish();
 
     // editor → guard → tower-lsp, tower-lsp → guard → editor.
     let (to_server, server_input) = tokio::io::duplex(1 << 20);
@@ -79,4 +111,9 @@ where
     LspServer::new(server_input, server_output, socket).concurrency_level(CONCURRENCY).serve(service).await;
     // The server dropped its output; the writer drains what is left and ends.
     let _ = writer.await;
+    if shut_down.load(Ordering::SeqCst) {
+        SessionEnd::AfterShutdown
+    } else {
+        SessionEnd::WithoutShutdown
+    }
 }

@@ -1,99 +1,49 @@
 //! Supersession and cancellation of completion requests.
 //!
-//! At most one completion per document is live: a newer request for the same document, or an
-//! edit of it, cancels the older one. A request whose handler future is dropped (tower-lsp drops
-//! it on `$/cancelRequest`) cancels itself. Generation polls [`CancelFlag::is_cancelled`] once
-//! per decode step, so it stops within one step either way.
+//! At most one completion per document is live: a newer request for the same document
+//! ([`Cancelled::Superseded`]), or an edit of it ([`Cancelled::InputChanged`]), cancels the
+//! older one. A request whose handler future is dropped (tower-lsp drops it on
+//! `$/cancelRequest`) cancels itself ([`Cancelled::Abandoned`]). The decode loop checks the
+//! token once per step, so generation stops within one step either way.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use copilotd_draft::cancel::{CancelToken, Cancelled};
 use tower_lsp_server::lsp_types::Uri;
 
-/// Why a request stopped early.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cancelled {
-    /// The client cancelled it, or stopped waiting for it.
-    ByClient,
-    /// A newer completion request for the same document arrived.
-    ByNewerRequest,
-    /// The document changed or closed.
-    ByEdit,
-}
-
-const LIVE: u8 = 0;
-
-impl Cancelled {
-    fn code(self) -> u8 {
-        match self {
-            Cancelled::ByClient => 1,
-            Cancelled::ByNewerRequest => 2,
-            Cancelled::ByEdit => 3,
-        }
-    }
-
-    fn from_code(code: u8) -> Option<Cancelled> {
-        match code {
-            1 => Some(Cancelled::ByClient),
-            2 => Some(Cancelled::ByNewerRequest),
-            3 => Some(Cancelled::ByEdit),
-            _ => None,
-        }
-    }
-}
-
-/// A cancellation flag shared by a request and the generation it runs. The first reason set wins.
-#[derive(Debug, Clone, Default)]
-pub struct CancelFlag(Arc<AtomicU8>);
-
-impl CancelFlag {
-    pub fn cancel(&self, reason: Cancelled) {
-        let _ = self.0.compare_exchange(LIVE, reason.code(), Ordering::AcqRel, Ordering::Acquire);
-    }
-
-    pub fn reason(&self) -> Option<Cancelled> {
-        Cancelled::from_code(self.0.load(Ordering::Acquire))
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Acquire) != LIVE
-    }
-}
+use crate::sync::lock;
 
 /// The live completion request of each document.
 #[derive(Debug, Default)]
 pub struct InFlight {
-    live: Mutex<HashMap<Uri, (u64, CancelFlag)>>,
+    live: Mutex<HashMap<Uri, (u64, CancelToken)>>,
     next_id: AtomicU64,
 }
 
 impl InFlight {
-    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<Uri, (u64, CancelFlag)>> {
-        self.live.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Registers a new request for `uri`, superseding the previous one.
     pub fn begin(self: &Arc<Self>, uri: &Uri) -> Ticket {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let flag = CancelFlag::default();
-        if let Some((_, older)) = self.live().insert(uri.clone(), (id, flag.clone())) {
-            older.cancel(Cancelled::ByNewerRequest);
+        let token = CancelToken::new();
+        if let Some((_, older)) = lock(&self.live).insert(uri.clone(), (id, token.clone())) {
+            older.cancel(Cancelled::Superseded);
         }
-        Ticket { registry: Arc::clone(self), uri: uri.clone(), id, flag }
+        Ticket { registry: Arc::clone(self), uri: uri.clone(), id, token }
     }
 
     /// Cancels the live request of `uri`, if any (the document changed or closed).
     pub fn supersede(&self, uri: &Uri) {
-        if let Some((_, flag)) = self.live().remove(uri) {
-            flag.cancel(Cancelled::ByEdit);
+        if let Some((_, token)) = lock(&self.live).remove(uri) {
+            token.cancel(Cancelled::InputChanged);
         }
     }
 
     /// Number of live requests.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.live().len()
+        lock(&self.live).len()
     }
 }
 
@@ -103,19 +53,19 @@ pub struct Ticket {
     registry: Arc<InFlight>,
     uri: Uri,
     id: u64,
-    flag: CancelFlag,
+    token: CancelToken,
 }
 
 impl Ticket {
-    pub fn flag(&self) -> &CancelFlag {
-        &self.flag
+    pub fn token(&self) -> &CancelToken {
+        &self.token
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.flag.cancel(Cancelled::ByClient);
-        let mut live = self.registry.live();
+        self.token.cancel(Cancelled::Abandoned);
+        let mut live = lock(&self.registry.live);
         if live.get(&self.uri).is_some_and(|(id, _)| *id == self.id) {
             live.remove(&self.uri);
         }
@@ -136,14 +86,14 @@ mod tests {
         let first = registry.begin(&uri("a.py"));
         let other = registry.begin(&uri("b.py"));
         let second = registry.begin(&uri("a.py"));
-        assert_eq!(first.flag().reason(), Some(Cancelled::ByNewerRequest));
-        assert!(!other.flag().is_cancelled());
-        assert!(!second.flag().is_cancelled());
+        assert_eq!(first.token().reason(), Some(Cancelled::Superseded));
+        assert!(!other.token().is_cancelled());
+        assert!(!second.token().is_cancelled());
         // The superseded ticket's drop must not unregister the newer one.
         drop(first);
         assert_eq!(registry.len(), 2);
         registry.supersede(&uri("a.py"));
-        assert_eq!(second.flag().reason(), Some(Cancelled::ByEdit));
+        assert_eq!(second.token().reason(), Some(Cancelled::InputChanged));
         assert_eq!(registry.len(), 1);
     }
 
@@ -151,9 +101,9 @@ mod tests {
     fn dropping_a_ticket_cancels_its_generation() {
         let registry = Arc::new(InFlight::default());
         let ticket = registry.begin(&uri("a.py"));
-        let flag = ticket.flag().clone();
+        let token = ticket.token().clone();
         drop(ticket);
-        assert_eq!(flag.reason(), Some(Cancelled::ByClient));
+        assert_eq!(token.reason(), Some(Cancelled::Abandoned));
         assert_eq!(registry.len(), 0);
     }
 }

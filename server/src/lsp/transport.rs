@@ -19,7 +19,7 @@ const HEADER_NAME: &[u8] = b"content-length";
 
 /// What the framer made of the next bytes.
 #[derive(Debug, PartialEq)]
-enum Frame {
+pub(super) enum Frame {
     /// A well-formed JSON-RPC message body, to forward.
     Message(Vec<u8>, Kind),
     /// Bytes that are not a usable message, with the error to answer.
@@ -28,7 +28,7 @@ enum Frame {
 
 /// What a forwarded message is, as far as the guard cares.
 #[derive(Debug, PartialEq)]
-enum Kind {
+pub(super) enum Kind {
     /// A response to the request with this id.
     Response(Id),
     /// The `initialize` request with this id.
@@ -50,7 +50,7 @@ const GATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl InitializeGate {
     fn pending(&self) -> std::sync::MutexGuard<'_, Option<Id>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.pending)
     }
 
     /// Starts a hold for the response to `id` (before the request is forwarded, so the
@@ -88,19 +88,19 @@ impl InitializeGate {
 
 /// Incremental decoder for `Content-Length`-framed messages that never gives up on a stream.
 #[derive(Debug, Default)]
-struct Framer {
+pub(super) struct Framer {
     buffer: Vec<u8>,
     /// Length of the body being waited for, once its header has been read.
     body: Option<usize>,
 }
 
 impl Framer {
-    fn push(&mut self, bytes: &[u8]) {
+    pub(super) fn push(&mut self, bytes: &[u8]) {
         self.buffer.extend_from_slice(bytes);
     }
 
     /// The next complete frame, if the buffer holds one.
-    fn next(&mut self) -> Option<Frame> {
+    pub(super) fn next(&mut self) -> Option<Frame> {
         loop {
             if let Some(length) = self.body {
                 if self.buffer.len() < length {
@@ -192,6 +192,10 @@ fn check_body(body: Vec<u8>) -> Frame {
             let id = request.id().cloned().unwrap_or(Id::Null);
             Frame::Reject(error(id, Error::method_not_found()))
         }
+        // tower-lsp reads a missing `method` as "" and would answer MethodNotFound.
+        Ok(request) if request.method().is_empty() && !has_method(&body) => {
+            Frame::Reject(error(request.id().cloned().unwrap_or(Id::Null), Error::invalid_request()))
+        }
         Ok(request) => match request.id() {
             Some(id) if request.method() == "initialize" => {
                 let id = id.clone();
@@ -212,11 +216,15 @@ fn check_body(body: Vec<u8>) -> Frame {
     }
 }
 
+fn has_method(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|value| value.get("method").is_some())
+}
+
 fn error(id: Id, error: Error) -> Response {
     Response::from_error(id, error)
 }
 
-fn encode(body: &[u8]) -> Vec<u8> {
+pub(super) fn encode(body: &[u8]) -> Vec<u8> {
     let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
     frame.extend_from_slice(body);
     frame
@@ -369,10 +377,12 @@ mod tests {
         framer.push(&frame(r#"{"jsonrpc":"1.0","id":7,"method":"x"}"#));
         framer.push(&frame(r#"[1,2]"#));
         framer.push(&frame(r#"{"jsonrpc":"2.0","id":8,"method":"$/cancelRequest","params":{"id":1}}"#));
+        framer.push(&frame(r#"{"jsonrpc":"2.0","id":9,"params":{}}"#));
         framer.push(&frame(r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#));
         let frames = all(&mut framer);
         let codes: Vec<_> = frames.iter().map(code).collect();
-        assert_eq!(codes, vec![Some(-32700), Some(-32700), Some(-32600), Some(-32600), Some(-32601), None]);
+        let expected = [Some(-32700), Some(-32700), Some(-32600), Some(-32600), Some(-32601), Some(-32600), None];
+        assert_eq!(codes, expected);
         let value = serde_json::to_value(match &frames[2] {
             Frame::Reject(response) => response,
             Frame::Message(..) => unreachable!(),

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,7 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use super::index::{build, save, tokenize_files, IndexSummary};
 use super::walk::{relative_key, walk, WalkConfig, WalkedFile};
 use super::Tokenize;
+use crate::sync::{lock, read, write};
 
 /// The store as shared between the worker (the only writer) and readers.
 pub type SharedStore = Arc<RwLock<RepositoryStore>>;
@@ -124,7 +125,7 @@ impl LiveWorkspace {
     }
 
     pub fn index_state(&self) -> IndexState {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        lock(&self.state).clone()
     }
 
     /// The store key of a file of this workspace (absolute path, possibly
@@ -179,14 +180,6 @@ impl Drop for LiveWorkspace {
             }
         }
     }
-}
-
-fn read(store: &SharedStore) -> RwLockReadGuard<'_, RepositoryStore> {
-    store.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn write(store: &SharedStore) -> RwLockWriteGuard<'_, RepositoryStore> {
-    store.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Changes waiting for the debounce.
@@ -297,7 +290,7 @@ impl Worker {
 
     fn set_state(&self, state: IndexState) {
         (self.on_state)(&state);
-        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
+        *lock(&self.state) = state;
     }
 
     fn initial_index(&mut self) {

@@ -34,9 +34,7 @@ fn fake_tokenize(text: &str) -> Result<Vec<u32>> {
             end = i + d.len_utf8();
             chars.next();
         }
-        let h = text[start..end]
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let h = copilotd_draft::checksum::of_bytes(&text.as_bytes()[start..end]);
         ids.push((h % 49_152) as u32);
     }
     Ok(ids)

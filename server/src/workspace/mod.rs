@@ -31,9 +31,7 @@ const FINGERPRINT_PROBE: &str = "def fingerprint(self, x: int = 0x1F) -> str:\n 
 /// the ids the tokenizer gives a fixed probe text.
 pub fn tokenizer_fingerprint(tokenize: &Tokenize) -> Result<u64> {
     let ids = tokenize(FINGERPRINT_PROBE)?;
-    Ok(ids.iter().fold(0xcbf2_9ce4_8422_2325 ^ ids.len() as u64, |h, &id| {
-        (h ^ u64::from(id)).wrapping_mul(0x0000_0100_0000_01b3)
-    }))
+    Ok(copilotd_draft::checksum::of_ids(&ids))
 }
 
 #[cfg(test)]

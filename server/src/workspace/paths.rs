@@ -17,12 +17,8 @@ pub fn workspace_store_path(root: &Path) -> Result<PathBuf> {
     Ok(workspace_cache_dir(root)?.join("repo.store"))
 }
 
-/// FNV-1a over the path's bytes: stable across runs and Rust versions.
 fn path_hash(path: &Path) -> u64 {
-    path.as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+    copilotd_draft::checksum::of_bytes(path.as_os_str().as_encoded_bytes())
 }
 
 #[cfg(test)]

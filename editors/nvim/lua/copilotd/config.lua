@@ -77,7 +77,7 @@ function M.resolve(opts)
   return config
 end
 
---- The daemon settings (DESIGN §7 names, camelCase) for `initializationOptions`; unset options are left out so the
+--- The daemon settings (its names in camelCase) for `initializationOptions`; unset options are left out so the
 --- daemon's config.toml still applies.
 --- @param config copilotd.Config
 --- @return table

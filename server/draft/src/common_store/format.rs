@@ -30,7 +30,7 @@
 use anyhow::{bail, ensure, Context, Result};
 
 pub const MAGIC: [u8; 8] = *b"CPDCOMMN";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 pub const HEADER_LEN: usize = 64;
 pub const DIR_ENTRY_LEN: usize = 24;
 pub const SLOT_LEN: usize = 16;
@@ -73,21 +73,6 @@ fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
-}
-
-/// Word-wise checksum of `bytes`, treating `skip` as zeros.
-fn checksum(bytes: &[u8], skip: std::ops::Range<usize>) -> u64 {
-    let mut h = 0x6A09_E667_F3BC_C908u64 ^ bytes.len() as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for (i, chunk) in chunks.by_ref().enumerate() {
-        let at = i * 8;
-        let w = if skip.contains(&at) { 0 } else { u64::from_le_bytes(chunk.try_into().expect("8 bytes")) };
-        h = (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
-    }
-    for &b in chunks.remainder() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3);
-    }
-    mix64(h)
 }
 
 /// The serialised entries of one n, in the order they were added.
@@ -164,7 +149,7 @@ pub fn encode(header: &Header, groups: &[Group]) -> Vec<u8> {
     }
     let len = out.len() as u64;
     put_u64(&mut out, LENGTH_AT, len);
-    let sum = checksum(&out, CHECKSUM_AT..CHECKSUM_AT + 8);
+    let sum = crate::checksum::of_bytes_zeroing(&out, CHECKSUM_AT..CHECKSUM_AT + 8);
     put_u64(&mut out, CHECKSUM_AT, sum);
     out
 }
@@ -184,7 +169,10 @@ pub fn validate(bytes: &[u8], expected_fingerprint: u64) -> Result<Header> {
         bytes.len()
     );
     let stored = get_u64(bytes, CHECKSUM_AT).context("header")?;
-    ensure!(checksum(bytes, CHECKSUM_AT..CHECKSUM_AT + 8) == stored, "checksum mismatch: the file is damaged");
+    ensure!(
+        crate::checksum::of_bytes_zeroing(bytes, CHECKSUM_AT..CHECKSUM_AT + 8) == stored,
+        "checksum mismatch: the file is damaged"
+    );
     let header = Header {
         max_n: get_u32(bytes, 12).context("header")?,
         fingerprint: get_u64(bytes, 16).context("header")?,

@@ -10,7 +10,6 @@ mod tree;
 use crate::retrieval::{Continuation, Retrieval};
 use anyhow::{ensure, Context, Result};
 use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 
 /// Which n-grams are kept.
@@ -102,22 +101,9 @@ impl CommonStore {
     }
 
     /// Writes the store atomically: to a temporary file beside `path`, then
-    /// renamed over it.
+    /// renamed over it, so an interrupted write never leaves a partial store.
     pub fn write(&self, path: &Path) -> Result<()> {
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let name = path.file_name().context("datastore path has no file name")?.to_string_lossy();
-        let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-        let result = (|| -> Result<()> {
-            let mut file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-            file.write_all(self.bytes()).with_context(|| format!("writing {}", tmp.display()))?;
-            file.sync_all().with_context(|| format!("syncing {}", tmp.display()))?;
-            std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+        crate::atomic_file::write(path, self.bytes())
     }
 
     /// Maps a store file and validates its header (magic, format version,

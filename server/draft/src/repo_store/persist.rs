@@ -12,15 +12,14 @@
 //! loaded store is never more trusted than its token lists.
 
 use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, ensure, Context, Result};
 
 use super::{FileUpdate, RepositoryStore, Stamp};
 
 pub const MAGIC: [u8; 8] = *b"CPDREPO\0";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const HEADER_LEN: usize = 40;
 
 impl RepositoryStore {
@@ -34,9 +33,10 @@ impl RepositoryStore {
         bytes.extend_from_slice(&0u32.to_le_bytes());
         bytes.extend_from_slice(&self.fingerprint.to_le_bytes());
         bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(&checksum(&payload).to_le_bytes());
+        bytes.extend_from_slice(&crate::checksum::of_bytes(&payload).to_le_bytes());
         bytes.extend_from_slice(&payload);
-        write_atomic(path, &bytes).with_context(|| format!("cannot write repository store {}", path.display()))
+        crate::atomic_file::write(path, &bytes)
+            .with_context(|| format!("cannot write repository store {}", path.display()))
     }
 
     /// Reads a store written by [`save`](Self::save), rejecting files that
@@ -91,7 +91,7 @@ impl RepositoryStore {
             "truncated or padded: payload is {} bytes, header says {payload_len}",
             payload.len()
         );
-        ensure!(checksum(payload) == sum, "checksum mismatch (corrupt file)");
+        ensure!(crate::checksum::of_bytes(payload) == sum, "checksum mismatch (corrupt file)");
 
         let mut r = Reader::new(payload);
         let count = r.u64()?;
@@ -154,41 +154,4 @@ impl<'a> Reader<'a> {
     fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
-}
-
-/// A fast non-cryptographic 64-bit checksum, to detect damaged files.
-fn checksum(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = 0x243F_6A88_85A3_08D3 ^ bytes.len() as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(c);
-        h = (h ^ u64::from_le_bytes(a)).wrapping_mul(K).rotate_left(31);
-    }
-    for &b in chunks.remainder() {
-        h = (h ^ u64::from(b)).wrapping_mul(K).rotate_left(31);
-    }
-    h ^ (h >> 32)
-}
-
-/// Writes `bytes` to a temporary sibling of `path`, syncs it, and renames it
-/// over `path`; the temporary file is removed on failure.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path.file_name().with_context(|| format!("{} has no file name", path.display()))?;
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let mut tmp_name = name.to_os_string();
-    tmp_name.push(format!(".tmp.{}.{nanos}", std::process::id()));
-    let tmp: PathBuf = path.with_file_name(tmp_name);
-    let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    Ok(result?)
 }

@@ -1,4 +1,4 @@
-//! Shared helpers of the model tests: finding the real model, greedy argmax.
+//! Shared helpers of the model tests: the real model, greedy argmax.
 
 #![allow(dead_code)] // each test binary uses a subset
 
@@ -6,46 +6,23 @@ pub mod exact;
 pub mod names;
 pub mod tiny;
 
-use copilotd_model::{Kernel, LoadOptions, Model, WeightFormat, DEFAULT_MODEL_FILE};
+use copilotd_model::{Kernel, LoadOptions, Model, WeightFormat};
 use std::path::PathBuf;
 
-/// The real default model: `COPILOTD_MODEL`, else the project's cache directory.
-/// Without one, fails under `CI` and otherwise returns `None` (the test skips).
-pub fn model_path() -> Option<PathBuf> {
-    let candidates = std::env::var_os("COPILOTD_MODEL").map(PathBuf::from).into_iter().chain(cache_path());
-    for path in candidates {
-        if path.is_file() {
-            return Some(path);
-        }
-    }
-    let msg = "no model found: set COPILOTD_MODEL to the GGUF file (or run `copilotd model fetch`)";
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("skipping: {msg}");
-    None
-}
+pub use copilotd_test_support::model_path;
 
-fn cache_path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("copilotd/models").join(DEFAULT_MODEL_FILE))
-}
-
-pub fn load(format: WeightFormat) -> Option<Model> {
+pub fn load(format: WeightFormat) -> Model {
     load_on(format, None)
 }
 
 /// [`load`] on `kernel` (default: the model crate's choice).
-pub fn load_on(format: WeightFormat, kernel: Option<Kernel>) -> Option<Model> {
-    let path = model_path()?;
+pub fn load_on(format: WeightFormat, kernel: Option<Kernel>) -> Model {
     let opts = LoadOptions { threads: None, weights: format, kernel };
-    let model = Model::load(&path, &opts).expect("model loads");
+    let model = Model::load(&model_path(), &opts).expect("model loads");
     if let Some(kernel) = kernel {
         assert_eq!(model.info().kernel, kernel, "the model runs on the kernel asked for");
     }
-    Some(model)
+    model
 }
 
 pub fn argmax(logits: &[f32]) -> u32 {

@@ -1,22 +1,25 @@
-//! The model's lifecycle inside the server: loaded in the background, replaced when the model
-//! settings change, used by one completion at a time on a blocking thread.
+//! The real engine: the model loaded in the background, replaced when the model settings
+//! change, and used by one completion at a time on a blocking thread.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use copilotd_draft::cancel::CancelToken;
+use copilotd_model::Tokenizer;
+use futures::future::BoxFuture;
+use futures::FutureExt;
 use tokio::sync::watch;
 
-use super::requests::{CancelFlag, Cancelled};
-use copilotd_model::Tokenizer;
-
-use crate::completion::{self, Completer, Completion, CompletionRequest, EngineSettings, Strategy};
+use super::{CompletionService, Job, ModelState, Recent, ServiceError};
+use crate::completion::{self, Completer, Completion, CompletionRequest, EngineSettings};
+use crate::sync::lock;
 use crate::workspace::SharedStore;
 
-/// Where the model is.
+/// Where the model is, with the model itself once loaded.
 #[derive(Clone)]
-pub enum Load {
-    /// Not asked to load yet (before `initialized`).
+enum Load {
+    /// Not asked to load yet (before the server's `initialized`).
     Idle,
     Loading {
         model: String,
@@ -29,45 +32,15 @@ pub enum Load {
 }
 
 /// A loaded model, shared by completions (one at a time).
-pub struct Loaded {
+struct Loaded {
     completer: Arc<tokio::sync::Mutex<Completer>>,
-    pub name: String,
-    pub device: String,
-    pub tokenizer: Tokenizer,
-}
-
-/// One completion to run, owning its inputs.
-#[derive(Debug, Clone)]
-pub struct Job {
-    pub text: Arc<String>,
-    pub cursor: usize,
-    pub path: Option<String>,
-    pub max_tokens: usize,
-    pub strategy: Strategy,
-}
-
-/// Why a completion produced no text.
-#[derive(Debug)]
-pub enum CompleteError {
-    /// The model is missing or failed to load.
-    Unavailable(String),
-    Cancelled(Cancelled),
-    Failed(anyhow::Error),
-    /// The engine panicked; the server goes on.
-    Panicked(String),
-}
-
-/// Recent figures for `copilotd/status`.
-#[derive(Debug, Clone, Default)]
-pub struct Recent {
-    pub completions: u64,
-    pub tokens_per_second: Option<f64>,
-    pub acceptance_length: Option<f64>,
-    pub last: Option<serde_json::Value>,
+    name: String,
+    device: String,
+    tokenizer: Tokenizer,
 }
 
 /// The model slot of the server.
-pub struct Engine {
+pub struct ModelEngine {
     load: watch::Sender<Load>,
     /// Sequence number of the latest load; older loads finishing late are discarded.
     loads: AtomicU64,
@@ -76,9 +49,9 @@ pub struct Engine {
     repository: Mutex<Option<SharedStore>>,
 }
 
-impl Default for Engine {
+impl Default for ModelEngine {
     fn default() -> Self {
-        Engine {
+        ModelEngine {
             load: watch::channel(Load::Idle).0,
             loads: AtomicU64::new(0),
             recent: Mutex::new(Recent::default()),
@@ -94,21 +67,16 @@ fn model_label(model: &Option<PathBuf>) -> String {
     }
 }
 
-impl Engine {
-    pub fn state(&self) -> Load {
+impl ModelEngine {
+    fn state(&self) -> Load {
         self.load.borrow().clone()
     }
 
-    pub fn recent(&self) -> Recent {
-        self.recent.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Loads a model in the background. Resolves to the load error, if any (for the editor).
-    pub async fn load(self: &Arc<Self>, settings: EngineSettings) -> Result<(), String> {
+    async fn load_model(&self, settings: EngineSettings) -> Result<(), String> {
         let sequence = self.loads.fetch_add(1, Ordering::AcqRel) + 1;
         let model = model_label(&settings.model);
         self.load.send_replace(Load::Loading { model: model.clone() });
-        let repository = self.repository.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let repository = lock(&self.repository).clone();
         let loaded = tokio::task::spawn_blocking(move || {
             let mut completer = Completer::load(&settings)?;
             if let Some(store) = repository {
@@ -143,43 +111,43 @@ impl Engine {
         error
     }
 
-    /// Gives the repository datastore to the current and all future models.
-    pub async fn set_repository(&self, store: SharedStore) {
-        *self.repository.lock().unwrap_or_else(|p| p.into_inner()) = Some(store.clone());
+    async fn attach_repository(&self, store: SharedStore) {
+        *lock(&self.repository) = Some(store.clone());
         if let Load::Ready(loaded) = self.state() {
             loaded.completer.lock().await.set_repository(store);
         }
     }
 
-    /// Runs one completion, waiting for the model if it is still loading. Stops within one
-    /// decode step once `flag` is cancelled.
-    pub async fn complete(&self, job: Job, flag: CancelFlag) -> Result<Completion, CompleteError> {
+    /// The loaded model, waiting while it loads.
+    async fn ready(&self, cancel: &CancelToken) -> Result<Arc<Loaded>, ServiceError> {
         let mut states = self.load.subscribe();
-        let waiting = states
-            // Idle: `initialized` (which starts the load) has not been handled yet.
-            .wait_for(|state| !matches!(state, Load::Idle | Load::Loading { .. }));
+        // Idle: the load has not been asked for yet; it will be.
+        let waiting = states.wait_for(|state| !matches!(state, Load::Idle | Load::Loading { .. }));
         let state = tokio::select! {
             state = waiting => state.map(|state| state.clone()).unwrap_or(Load::Idle),
-            reason = cancellation(&flag) => return Err(CompleteError::Cancelled(reason)),
+            reason = cancel.cancelled() => return Err(ServiceError::Cancelled(reason)),
         };
-        let loaded = match state {
-            Load::Ready(loaded) => loaded,
+        match state {
+            Load::Ready(loaded) => Ok(loaded),
             Load::Failed { model, error } => {
-                return Err(CompleteError::Unavailable(format!("model {model} is unavailable: {error}")))
+                Err(ServiceError::Unavailable(format!("model {model} is unavailable: {error}")))
             }
             Load::Idle | Load::Loading { .. } => {
-                return Err(CompleteError::Unavailable("the model is not loaded yet".to_owned()))
+                Err(ServiceError::Unavailable("the model is not loaded yet".to_owned()))
             }
-        };
+        }
+    }
+
+    async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
+        let loaded = self.ready(&cancel).await?;
         // Requests queue for the model; a superseded one leaves the queue at once.
         let mut completer = tokio::select! {
             completer = Arc::clone(&loaded.completer).lock_owned() => completer,
-            reason = cancellation(&flag) => return Err(CompleteError::Cancelled(reason)),
+            reason = cancel.cancelled() => return Err(ServiceError::Cancelled(reason)),
         };
-        if let Some(reason) = flag.reason() {
-            return Err(CompleteError::Cancelled(reason));
+        if let Some(reason) = cancel.reason() {
+            return Err(ServiceError::Cancelled(reason));
         }
-        let worker_flag = flag.clone();
         let outcome = tokio::task::spawn_blocking(move || {
             let request = CompletionRequest {
                 text: &job.text,
@@ -188,25 +156,52 @@ impl Engine {
                 max_tokens: job.max_tokens,
                 strategy: job.strategy,
             };
-            let result = completer.complete(&request, &|| worker_flag.is_cancelled());
+            let result = completer.complete(&request, &cancel);
             (result, completer.recent_stats())
         })
         .await;
-        match outcome {
-            Ok((Ok(completion), recent)) => {
-                let mut figures = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-                figures.completions += 1;
-                figures.tokens_per_second = recent.tokens_per_second;
-                figures.acceptance_length = recent.acceptance_length;
-                figures.last = serde_json::to_value(&completion.stats).ok();
-                Ok(completion)
-            }
-            Ok((Err(err), _)) if err.downcast_ref::<completion::Cancelled>().is_some() => {
-                Err(CompleteError::Cancelled(flag.reason().unwrap_or(Cancelled::ByClient)))
-            }
-            Ok((Err(err), _)) => Err(CompleteError::Failed(err)),
-            Err(join) => Err(CompleteError::Panicked(join.to_string())),
+        let (result, recent) = outcome.map_err(|join| ServiceError::Panicked(join.to_string()))?;
+        let completion = result?;
+        let mut figures = lock(&self.recent);
+        figures.completions += 1;
+        figures.tokens_per_second = recent.tokens_per_second;
+        figures.acceptance_length = recent.acceptance_length;
+        figures.last = serde_json::to_value(&completion.stats).ok();
+        Ok(completion)
+    }
+}
+
+impl CompletionService for ModelEngine {
+    fn model_state(&self) -> ModelState {
+        match self.state() {
+            Load::Idle => ModelState::Idle,
+            Load::Loading { model } => ModelState::Loading { model },
+            Load::Ready(loaded) => ModelState::Ready { name: loaded.name.clone(), device: loaded.device.clone() },
+            Load::Failed { model, error } => ModelState::Failed { model, error },
         }
+    }
+
+    fn tokenizer(&self) -> Option<Tokenizer> {
+        match self.state() {
+            Load::Ready(loaded) => Some(loaded.tokenizer.clone()),
+            _ => None,
+        }
+    }
+
+    fn recent(&self) -> Recent {
+        lock(&self.recent).clone()
+    }
+
+    fn load(&self, settings: EngineSettings) -> BoxFuture<'_, Result<(), String>> {
+        self.load_model(settings).boxed()
+    }
+
+    fn set_repository(&self, store: SharedStore) -> BoxFuture<'_, ()> {
+        self.attach_repository(store).boxed()
+    }
+
+    fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>> {
+        self.run(job, cancel).boxed()
     }
 }
 
@@ -218,14 +213,4 @@ fn attach_common_store(tokenizer: Tokenizer, completer: Arc<tokio::sync::Mutex<C
         Ok(store) => completer.blocking_lock().set_common(store),
         Err(error) => tracing::warn!("serving without the common datastore: {error:#}"),
     });
-}
-
-/// Resolves when `flag` is cancelled (polled: cancellation is a flag shared with the decode loop).
-async fn cancellation(flag: &CancelFlag) -> Cancelled {
-    loop {
-        if let Some(reason) = flag.reason() {
-            return reason;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
 }

@@ -1,0 +1,97 @@
+//! The completion service: what the language server asks of the engine, and the real engine
+//! behind it ([`ModelEngine`]).
+//!
+//! The service knows no LSP: it takes owned jobs and a [`CancelToken`], and answers with a
+//! [`Completion`] or a typed [`ServiceError`]. The LSP adapter maps those errors to JSON-RPC
+//! codes, and its tests run against a fake service without a model.
+
+mod model_engine;
+
+pub use model_engine::ModelEngine;
+
+use std::sync::Arc;
+
+use copilotd_draft::cancel::{CancelToken, Cancelled};
+use copilotd_model::Tokenizer;
+use futures::future::BoxFuture;
+
+use crate::completion::{Completion, CompletionError, EngineSettings, Strategy};
+use crate::workspace::SharedStore;
+
+/// One completion to run, owning its inputs.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub text: Arc<String>,
+    /// Byte offset of the cursor in `text`.
+    pub cursor: usize,
+    /// Workspace-relative path of the buffer, when it has one.
+    pub path: Option<String>,
+    pub max_tokens: usize,
+    pub strategy: Strategy,
+}
+
+/// Where the model is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelState {
+    /// Not asked to load yet.
+    Idle,
+    Loading {
+        model: String,
+    },
+    Ready {
+        name: String,
+        device: String,
+    },
+    Failed {
+        model: String,
+        error: String,
+    },
+}
+
+/// Recent figures for the status request.
+#[derive(Debug, Clone, Default)]
+pub struct Recent {
+    pub completions: u64,
+    pub tokens_per_second: Option<f64>,
+    pub acceptance_length: Option<f64>,
+    pub last: Option<serde_json::Value>,
+}
+
+/// Why a job produced no completion.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("completion cancelled: {0}")]
+    Cancelled(Cancelled),
+    /// The model is missing, failed to load or is not loaded yet.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("completion failed: {0}")]
+    Failed(CompletionError),
+    /// The engine panicked; the service goes on.
+    #[error("the completion engine panicked: {0}")]
+    Panicked(String),
+}
+
+impl From<CompletionError> for ServiceError {
+    fn from(error: CompletionError) -> ServiceError {
+        match error {
+            CompletionError::Cancelled(reason) => ServiceError::Cancelled(reason),
+            other => ServiceError::Failed(other),
+        }
+    }
+}
+
+/// What the language server needs from a completion engine.
+pub trait CompletionService: Send + Sync {
+    fn model_state(&self) -> ModelState;
+    /// The loaded model's tokenizer (the workspace index is built with it).
+    fn tokenizer(&self) -> Option<Tokenizer>;
+    fn recent(&self) -> Recent;
+    /// (Re)loads the model; resolves to the load error, if any, once done.
+    fn load(&self, settings: EngineSettings) -> BoxFuture<'_, Result<(), String>>;
+    /// Gives the workspace's repository datastore to the current and all future models.
+    fn set_repository(&self, store: SharedStore) -> BoxFuture<'_, ()>;
+    /// Runs one job, waiting for the model if it is loading; ends with
+    /// [`ServiceError::Cancelled`] within one decode step once `cancel` fires.
+    fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>>;
+}

@@ -1,0 +1,44 @@
+//! `textDocument/inlineCompletion`.
+
+use tower_lsp_server::jsonrpc::{Error, Result};
+use tower_lsp_server::lsp_types::*;
+
+use super::super::backend::Backend;
+use super::super::documents::offset_at;
+use super::super::errors::{document_error, service_error};
+use crate::engine::Job;
+
+pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result<Option<InlineCompletionResponse>> {
+    let position = params.text_document_position.position;
+    let uri = params.text_document_position.text_document.uri;
+    // Everything up to `begin` is synchronous: the snapshot is the state this request was
+    // sent after, and the ticket is registered before any later edit can run.
+    let snapshot = backend.documents.snapshot(&uri).map_err(document_error)?;
+    let config = backend.config();
+    if !config.serves_language(&snapshot.language_id) {
+        return Ok(Some(InlineCompletionResponse::Array(Vec::new())));
+    }
+    let cursor = offset_at(&snapshot.text, position).map_err(|err| Error::invalid_params(err.to_string()))?;
+    let ticket = backend.in_flight.begin(&uri);
+    let job = Job {
+        text: snapshot.text,
+        cursor,
+        path: backend.relative_path(&uri),
+        max_tokens: config.max_tokens,
+        strategy: config.strategy,
+    };
+    let completion = backend.engine.complete(job, ticket.token().clone()).await.map_err(service_error)?;
+    drop(ticket);
+    let items = if completion.text.is_empty() {
+        Vec::new()
+    } else {
+        vec![InlineCompletionItem {
+            insert_text: completion.text,
+            filter_text: None,
+            range: Some(Range { start: position, end: position }),
+            command: None,
+            insert_text_format: Some(InsertTextFormat::PLAIN_TEXT),
+        }]
+    };
+    Ok(Some(InlineCompletionResponse::Array(items)))
+}

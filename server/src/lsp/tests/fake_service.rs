@@ -1,0 +1,98 @@
+//! A [`CompletionService`] that answers from a script instead of a model.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use copilotd_draft::cancel::CancelToken;
+use copilotd_model::Tokenizer;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use crate::completion::{Completion, CompletionError, CompletionStats, EngineSettings};
+use crate::engine::{CompletionService, Job, ModelState, Recent, ServiceError};
+use crate::sync::lock;
+use crate::workspace::SharedStore;
+
+/// What the fake does with the next job.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Completes with this text.
+    Answer(&'static str),
+    /// Waits until the job is cancelled.
+    WaitForCancel,
+    Unavailable,
+    Fail,
+    InvalidCursor,
+    /// Reports an engine crash.
+    Crashed,
+    /// Panics inside the handler.
+    Panic,
+}
+
+#[derive(Default)]
+pub struct FakeService {
+    script: Mutex<VecDeque<Step>>,
+    /// The token of every job received, in order.
+    tokens: Mutex<Vec<CancelToken>>,
+    /// Every job received, in order.
+    jobs: Mutex<Vec<Job>>,
+}
+
+impl FakeService {
+    pub fn with_script(steps: impl IntoIterator<Item = Step>) -> FakeService {
+        FakeService { script: Mutex::new(steps.into_iter().collect()), ..FakeService::default() }
+    }
+
+    pub fn token(&self, job: usize) -> CancelToken {
+        lock(&self.tokens)[job].clone()
+    }
+
+    pub fn jobs(&self) -> Vec<Job> {
+        lock(&self.jobs).clone()
+    }
+
+    async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
+        lock(&self.tokens).push(cancel.clone());
+        lock(&self.jobs).push(job.clone());
+        let step = lock(&self.script).pop_front().unwrap_or(Step::Answer(""));
+        match step {
+            Step::Answer(text) => Ok(Completion {
+                text: text.to_owned(),
+                tokens: Vec::new(),
+                stats: CompletionStats::empty(job.strategy),
+            }),
+            Step::WaitForCancel => Err(ServiceError::Cancelled(cancel.cancelled().await)),
+            Step::Unavailable => Err(ServiceError::Unavailable("no model in this test".to_owned())),
+            Step::Fail => Err(CompletionError::Failed(anyhow::anyhow!("the fake failed")).into()),
+            Step::InvalidCursor => Err(CompletionError::InvalidCursor(job.cursor).into()),
+            Step::Crashed => Err(ServiceError::Panicked("the fake crashed".to_owned())),
+            Step::Panic => panic!("the fake panicked"),
+        }
+    }
+}
+
+impl CompletionService for FakeService {
+    fn model_state(&self) -> ModelState {
+        ModelState::Ready { name: "fake".to_owned(), device: "none".to_owned() }
+    }
+
+    fn tokenizer(&self) -> Option<Tokenizer> {
+        None
+    }
+
+    fn recent(&self) -> Recent {
+        Recent::default()
+    }
+
+    fn load(&self, _: EngineSettings) -> BoxFuture<'_, Result<(), String>> {
+        async { Ok(()) }.boxed()
+    }
+
+    fn set_repository(&self, _: SharedStore) -> BoxFuture<'_, ()> {
+        async {}.boxed()
+    }
+
+    fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>> {
+        self.run(job, cancel).boxed()
+    }
+}
