@@ -507,6 +507,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")] // the AVX-512 code exists only there
     fn vector_quantization_matches_the_portable_code() {
         if !available() {
             eprintln!("skipped: this CPU lacks AVX-512 VNNI");
