@@ -42,8 +42,8 @@ pub(super) unsafe fn multiply<E: Engine>(w: &Q8Matrix, x: &QuantizedRows, out: &
     for (tile, group, at) in blocks(rows, x.rows) {
         match (tile, group) {
             (TILE_ROWS, 4) => {
-                for at in at.tile_by::<1>() {
-                    block::<E, 1, 4>(w, x, at, out);
+                for at in at.tile_by::<2>() {
+                    block::<E, 2, 4>(w, x, at, out);
                 }
             }
             (TILE_ROWS, 3) => {
@@ -72,6 +72,7 @@ pub(super) unsafe fn multiply<E: Engine>(w: &Q8Matrix, x: &QuantizedRows, out: &
 
 /// `R` weight rows times `G` input rows.
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // indexed loops keep the arrays in registers (see below)
 unsafe fn block<E: Engine, const R: usize, const G: usize>(
     w: &Q8Matrix,
     x: &QuantizedRows,
@@ -91,35 +92,37 @@ unsafe fn block<E: Engine, const R: usize, const G: usize>(
     for part in 0..E::PARTS {
         let mut acc = [[E::zero(); G]; R];
         for (index, span) in spans(w.width).enumerate() {
-            // (Loops, not `array::from_fn`: its closure would miss the kernel's target features.)
+            // Loops over constant ranges with indices, not `array::from_fn` (its closure
+            // would miss the kernel's target features) nor iterator adaptors over arrays:
+            // unrolled, these keep every sum and weight in a register.
             let mut sums = [[E::start(x_corrections[0]); G]; R];
-            for (i, corrections) in x_corrections.iter().enumerate() {
-                let start = E::start(corrections.add(index * LANES + part * lanes_per_part));
-                for row in sums.iter_mut() {
-                    row[i] = start;
+            for i in 0..G {
+                let start = E::start(x_corrections[i].add(index * LANES + part * lanes_per_part));
+                for j in 0..R {
+                    sums[j][i] = start;
                 }
             }
             for v in 0..span.vectors {
                 let offset = span.start + v * VECTOR + part * bytes_per_part;
                 let mut weights = [E::weights(w_rows[0].add(offset)); R];
-                for (weights, row) in weights.iter_mut().zip(w_rows).skip(1) {
-                    *weights = E::weights(row.add(offset));
+                for j in 1..R {
+                    weights[j] = E::weights(w_rows[j].add(offset));
                 }
-                for (i, x_row) in x_rows.iter().enumerate() {
-                    let input = x_row.add(offset);
-                    for (row, weights) in sums.iter_mut().zip(&weights) {
-                        row[i] = E::dot(row[i], *weights, input);
+                for i in 0..G {
+                    let input = x_rows[i].add(offset);
+                    for j in 0..R {
+                        sums[j][i] = E::dot(sums[j][i], weights[j], input);
                     }
                 }
             }
             let mut x_scale = [E::zero(); G];
-            for (scale, row) in x_scale.iter_mut().zip(x_scales) {
-                *scale = part_scales::<E>(row, span, part);
+            for i in 0..G {
+                x_scale[i] = part_scales::<E>(x_scales[i], span, part);
             }
-            for ((acc, sums), w_scale) in acc.iter_mut().zip(&sums).zip(w_scales) {
-                let w_scale = part_scales::<E>(w_scale, span, part);
+            for j in 0..R {
+                let w_scale = part_scales::<E>(w_scales[j], span, part);
                 for i in 0..G {
-                    acc[i] = E::accumulate(acc[i], sums[i], x_scale[i], w_scale);
+                    acc[j][i] = E::accumulate(acc[j][i], sums[j][i], x_scale[i], w_scale);
                 }
             }
         }
