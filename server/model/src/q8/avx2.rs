@@ -61,6 +61,7 @@ impl Engine for Avx2 {
     type Float = __m256;
     /// The weights' absolute values, and the signed weights (for their signs).
     type Weights = (__m256i, __m256i);
+    const PAIRED_WEIGHTS: bool = true;
 
     #[inline(always)]
     unsafe fn weights(biased: *const u8) -> Self::Weights {

@@ -18,6 +18,9 @@ pub(super) trait Engine {
     type Float: Copy;
     /// A part of a weight vector prepared for [`Engine::dot`].
     type Weights: Copy;
+    /// Whether [`Engine::Weights`] takes two registers: then a block of four input rows
+    /// meets one weight row at a time, or the registers run out (measured).
+    const PAIRED_WEIGHTS: bool = false;
 
     /// Loads a part of a weight vector (biased bytes) from `biased`.
     unsafe fn weights(biased: *const u8) -> Self::Weights;
@@ -41,6 +44,11 @@ pub(super) trait Engine {
 pub(super) unsafe fn multiply<E: Engine>(w: &Q8Matrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     for (tile, group, at) in blocks(rows, x.rows) {
         match (tile, group) {
+            (TILE_ROWS, 4) if E::PAIRED_WEIGHTS => {
+                for at in at.tile_by::<1>() {
+                    block::<E, 1, 4>(w, x, at, out);
+                }
+            }
             (TILE_ROWS, 4) => {
                 for at in at.tile_by::<2>() {
                     block::<E, 2, 4>(w, x, at, out);
