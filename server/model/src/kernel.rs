@@ -53,16 +53,16 @@ impl Kernel {
             Kernel::Portable => true,
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512Vnni => {
-                x86_has_avx2_fma()
+                crate::ops::has_avx2_fma()
                     && std::arch::is_x86_feature_detected!("avx512f")
                     && std::arch::is_x86_feature_detected!("avx512bw")
                     && std::arch::is_x86_feature_detected!("avx512vl")
                     && std::arch::is_x86_feature_detected!("avx512vnni")
             }
             #[cfg(target_arch = "x86_64")]
-            Kernel::AvxVnni => x86_has_avx2_fma() && std::arch::is_x86_feature_detected!("avxvnni"),
+            Kernel::AvxVnni => crate::ops::has_avx2_fma() && std::arch::is_x86_feature_detected!("avxvnni"),
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => x86_has_avx2_fma(),
+            Kernel::Avx2 => crate::ops::has_avx2_fma(),
             #[cfg(target_arch = "aarch64")]
             Kernel::NeonDotprod => {
                 std::arch::is_aarch64_feature_detected!("neon") && std::arch::is_aarch64_feature_detected!("dotprod")
@@ -83,11 +83,6 @@ impl Kernel {
     pub fn supported() -> Vec<Kernel> {
         Kernel::ALL.into_iter().filter(|k| k.is_supported()).collect()
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn x86_has_avx2_fma() -> bool {
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
 impl fmt::Display for Kernel {

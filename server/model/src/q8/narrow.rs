@@ -103,9 +103,10 @@ unsafe fn block<E: Engine, const R: usize, const G: usize>(
             // Loops over constant ranges with indices, not `array::from_fn` (its closure
             // would miss the kernel's target features) nor iterator adaptors over arrays:
             // unrolled, these keep every sum and weight in a register.
-            let mut sums = [[E::start(x_corrections[0]); G]; R];
-            for i in 0..G {
-                let start = E::start(x_corrections[i].add(index * LANES + part * lanes_per_part));
+            let corrections = index * LANES + part * lanes_per_part;
+            let mut sums = [[E::start(x_corrections[0].add(corrections)); G]; R];
+            for i in 1..G {
+                let start = E::start(x_corrections[i].add(corrections));
                 for j in 0..R {
                     sums[j][i] = start;
                 }
