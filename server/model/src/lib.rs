@@ -19,7 +19,7 @@ mod kv;
 mod loader;
 mod model;
 mod ops;
-mod q8;
+mod quant;
 mod safetensors;
 mod source;
 mod threads;
@@ -44,9 +44,12 @@ pub enum WeightFormat {
     /// As stored in the file (quantized GGUF types through candle's kernels; float
     /// safetensors as f32).
     Native,
-    /// Re-quantized to Q8_0 at load and multiplied by the own kernels (see [`Kernel`]):
-    /// about 3x faster than native Q4_1 through candle, and cheap to run over many tokens.
+    /// The own kernels (see [`Kernel`]): 4-bit weights (GGUF Q4_0, Q4_1) exactly as
+    /// stored, every other weight re-quantized to Q8_0 at load. 4-bit weights halve the
+    /// bytes a one-token pass streams from memory.
     #[default]
+    Auto,
+    /// Every weight re-quantized to Q8_0 at load, on the own kernels.
     Q8_0,
     /// Dequantized to f32.
     F32,
@@ -57,10 +60,11 @@ impl std::str::FromStr for WeightFormat {
 
     fn from_str(s: &str) -> anyhow::Result<Self> {
         match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
             "native" => Ok(Self::Native),
             "q8_0" | "q8" => Ok(Self::Q8_0),
             "f32" => Ok(Self::F32),
-            other => anyhow::bail!("unknown weight format '{other}' (expected native, q8_0 or f32)"),
+            other => anyhow::bail!("unknown weight format '{other}' (expected auto, native, q8_0 or f32)"),
         }
     }
 }

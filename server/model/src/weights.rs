@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use std::borrow::Cow;
 use std::ops::Range;
 
-use crate::q8::Q8Matrix;
+use crate::quant::{FourBit, QuantMatrix};
 use crate::{ops, Kernel, WeightFormat};
 
 /// A 2-D weight `[out, in]` as stored in the model file.
@@ -63,8 +63,8 @@ struct Part {
 }
 
 enum Matmul {
-    /// The own Q8_0 kernel: weights read once per pass, whatever the number of rows.
-    Q8(Q8Matrix),
+    /// The own kernels: weights read once per pass, whatever the number of rows.
+    Own(QuantMatrix),
     /// candle's quantized matmul: each output row is computed on its own (row-independent).
     Quantized(QMatMul),
     /// Row-major f32 weights `[n, k]`. candle's f32 gemm picks kernels by batch size, so a
@@ -122,7 +122,7 @@ impl Linear {
                 let t = Tensor::from_slice(&input, (m, part.k_in), &Device::Cpu)?;
                 Ok(mm.forward(&t)?.flatten_all()?.to_vec1::<f32>()?)
             }
-            Matmul::Q8(w) => {
+            Matmul::Own(w) => {
                 let input = w.quantize_input(&input, m);
                 Ok(over_weight_row_tiles(part.n, m, |rows, dst| w.multiply(&input, dst, rows)))
             }
@@ -164,6 +164,12 @@ impl Converter {
             }
         }
         let parts = match self.format {
+            WeightFormat::Auto => vec![match four_bit_blocks(&parts, in_dim)? {
+                Some((code, blocks)) => {
+                    self.own_part(QuantMatrix::from_four_bit(code, &blocks, out_dim, in_dim, self.kernel))
+                }
+                None => self.q8_part(&parts, out_dim, in_dim)?,
+            }],
             WeightFormat::Q8_0 => vec![self.q8_part(&parts, out_dim, in_dim)?],
             WeightFormat::F32 => vec![dense_part(&parts, out_dim, in_dim)?],
             WeightFormat::Native => native_parts(parts, out_dim, in_dim)?,
@@ -173,17 +179,46 @@ impl Converter {
 
     fn q8_part(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
         let w = stack_f32(parts)?.flatten_all()?.to_vec1::<f32>()?;
-        Ok(Part { matmul: Matmul::Q8(Q8Matrix::quantize(&w, n, k, self.kernel)), k_in: k, n })
+        Ok(self.own_part(QuantMatrix::quantize(&w, n, k, self.kernel)))
+    }
+
+    fn own_part(&self, matrix: QuantMatrix) -> Part {
+        let (n, k_in) = matrix.shape();
+        Part { matmul: Matmul::Own(matrix), k_in, n }
     }
 
     /// Describes the conversion for [`crate::ModelInfo::weights`].
     pub fn describe(&self, source: &str) -> String {
         match self.format {
+            WeightFormat::Auto => {
+                format!("4-bit as stored, the rest Q8_0 (converted from {source}); {} kernel", self.kernel)
+            }
             WeightFormat::Q8_0 => format!("Q8_0 (converted from {source}; {} kernel)", self.kernel),
             WeightFormat::F32 => format!("F32 (converted from {source})"),
             WeightFormat::Native => format!("{source} (as stored)"),
         }
     }
+}
+
+/// The GGUF blocks of `parts` stacked by rows, if they are all of one 4-bit code that
+/// the own kernels keep exactly.
+fn four_bit_blocks(parts: &[RawWeight], k: usize) -> Result<Option<(FourBit, Vec<u8>)>> {
+    let code_of = |p: &RawWeight| match p {
+        RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q4_1 => Some(FourBit::Q4_1),
+        RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q4_0 => Some(FourBit::Q4_0),
+        _ => None,
+    };
+    let Some(code) = parts.first().and_then(code_of) else { return Ok(None) };
+    if k % 32 != 0 || parts.iter().any(|p| code_of(p) != Some(code)) {
+        return Ok(None);
+    }
+    let mut blocks = Vec::new();
+    for p in parts {
+        if let RawWeight::Quantized(q) = p {
+            blocks.extend_from_slice(&q.data()?);
+        }
+    }
+    Ok(Some((code, blocks)))
 }
 
 fn stack_f32(parts: &[RawWeight]) -> Result<Tensor> {

@@ -26,6 +26,14 @@ fn check(format: WeightFormat) -> [exact::Diff; 3] {
 }
 
 #[test]
+fn default_tree_keep_path_and_prefill_are_bit_exact() {
+    let diffs = check(WeightFormat::Auto);
+    for d in &diffs {
+        assert!(d.exact(), "{diffs:?}");
+    }
+}
+
+#[test]
 fn q8_0_tree_keep_path_and_prefill_are_bit_exact() {
     let diffs = check(WeightFormat::Q8_0);
     for d in &diffs {

@@ -63,8 +63,8 @@ pub struct EngineArgs {
     /// Threads for the model (default: physical cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Weight format at load time: native, q8_0 or f32.
-    #[arg(long, default_value = "q8_0", value_parser = parse::<WeightFormat>)]
+    /// Weight format at load time: auto (4-bit weights as stored, the rest Q8_0), q8_0, native or f32.
+    #[arg(long, default_value = "auto", value_parser = parse::<WeightFormat>)]
     pub weights: WeightFormat,
     /// Kernel to run on: avx512-vnni, avx-vnni, avx2, neon-dotprod, neon or portable
     /// (default: $COPILOTD_KERNEL, else the fastest this CPU runs).
@@ -149,6 +149,6 @@ mod tests {
     fn weight_formats_parse_as_the_model_crate_spells_them() {
         assert_eq!(parse::<WeightFormat>("q8_0"), Ok(WeightFormat::Q8_0));
         assert_eq!(parse::<WeightFormat>("Native"), "native".parse::<WeightFormat>().map_err(|e| e.to_string()));
-        assert!(parse::<WeightFormat>("q4").unwrap_err().contains("expected native, q8_0 or f32"));
+        assert!(parse::<WeightFormat>("q4").unwrap_err().contains("expected auto, native, q8_0 or f32"));
     }
 }

@@ -1,5 +1,8 @@
-//! The kernel on AVX-512 VNNI: one 64-byte register per vector, `vpdpbusd`.
+//! The kernel on AVX-512 VNNI: one 64-byte register per vector, `vpdpbusd`. Q8_0 weights
+//! run in the loop below, which keeps a whole span of weights in registers; 4-bit weights
+//! run in [`narrow`]'s loop with one part per vector.
 
+use super::narrow::{self, Engine, NibbleWeights, Q4};
 use super::*;
 use std::arch::x86_64::*;
 
@@ -48,15 +51,24 @@ pub(super) unsafe fn bias_corrections(bytes: &[i8]) -> [i32; LANES] {
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn multiply(w: &Q8Matrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    match &w.values {
+        Values::Biased(biased) => multiply_bytes(w, biased, x, out, rows),
+        Values::Nibbles { .. } => narrow::multiply::<Avx512, Q4>(w, x, out, rows),
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn multiply_bytes(w: &QuantMatrix, biased: &[u8], x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     for (tile, group, at) in blocks(rows, x.rows) {
         // Up to 16 weight vectors held in registers: two weight rows at a time.
         match (tile, group) {
-            (TILE_ROWS, 4) => at.tile_by::<2>().for_each(|at| block::<2, 4>(w, x, at, out)),
-            (TILE_ROWS, 3) => at.tile_by::<2>().for_each(|at| block::<2, 3>(w, x, at, out)),
-            (TILE_ROWS, 2) => at.tile_by::<2>().for_each(|at| block::<2, 2>(w, x, at, out)),
-            (TILE_ROWS, 1) => at.tile_by::<2>().for_each(|at| block::<2, 1>(w, x, at, out)),
-            _ => at.one_by_one(tile, group).for_each(|at| block::<1, 1>(w, x, at, out)),
+            (TILE_ROWS, 4) => at.tile_by::<2>().for_each(|at| block::<2, 4>(w, biased, x, at, out)),
+            (TILE_ROWS, 3) => at.tile_by::<2>().for_each(|at| block::<2, 3>(w, biased, x, at, out)),
+            (TILE_ROWS, 2) => at.tile_by::<2>().for_each(|at| block::<2, 2>(w, biased, x, at, out)),
+            (TILE_ROWS, 1) => at.tile_by::<2>().for_each(|at| block::<2, 1>(w, biased, x, at, out)),
+            _ => at.one_by_one(tile, group).for_each(|at| block::<1, 1>(w, biased, x, at, out)),
         }
     }
 }
@@ -64,14 +76,20 @@ pub(super) unsafe fn multiply(w: &Q8Matrix, x: &QuantizedRows, out: &mut [f32], 
 /// `R` weight rows times `G` input rows.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn block<const R: usize, const G: usize>(w: &Q8Matrix, x: &QuantizedRows, at: Block, out: &mut [f32]) {
+unsafe fn block<const R: usize, const G: usize>(
+    w: &QuantMatrix,
+    biased: &[u8],
+    x: &QuantizedRows,
+    at: Block,
+    out: &mut [f32],
+) {
     let m = x.rows;
     let rows = Operands::<R, G> {
-        w_rows: std::array::from_fn(|j| w.biased.as_ptr().add((at.row0 + j) * w.width)),
+        w_rows: std::array::from_fn(|j| biased.as_ptr().add((at.row0 + j) * w.width)),
         w_scales: std::array::from_fn(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK)),
         x_rows: std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width)),
         x_scales: std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK)),
-        x_corrections: std::array::from_fn(|i| x.bias_corrections.as_ptr().add(x.corrections_start(at.r0 + i))),
+        x_corrections: std::array::from_fn(|i| x.bias_corrections.as_ptr().add(x.lanes_start(at.r0 + i))),
         // The first group of input rows also pulls the next tile's weights into the
         // cache, so that memory keeps streaming while the other groups compute from L1.
         next_tile: (at.r0 == 0 && at.row0 + TILE_ROWS + R <= w.rows).then_some(TILE_ROWS * w.width),
@@ -152,5 +170,80 @@ unsafe fn block_scales<const V: usize>(scales: *const f32) -> __m512 {
         _mm512_loadu_ps(scales)
     } else {
         _mm512_castpd_ps(_mm512_set1_pd(scales.cast::<f64>().read_unaligned()))
+    }
+}
+
+/// The engine of [`narrow`] for 4-bit weights: a whole vector per register.
+struct Avx512;
+
+impl Engine for Avx512 {
+    const PARTS: usize = 1;
+    type Int = __m512i;
+    type Float = __m512;
+
+    #[inline(always)]
+    unsafe fn load(values: *const f32) -> __m512 {
+        _mm512_loadu_ps(values)
+    }
+
+    #[inline(always)]
+    unsafe fn pair(pair: *const f32) -> __m512 {
+        _mm512_castpd_ps(_mm512_set1_pd(pair.cast::<f64>().read_unaligned()))
+    }
+
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        _mm512_setzero_ps()
+    }
+
+    #[inline(always)]
+    unsafe fn accumulate(acc: __m512, sums: __m512i, x_scale: __m512, w_scale: __m512) -> __m512 {
+        _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sums), x_scale), w_scale, acc)
+    }
+
+    #[inline(always)]
+    unsafe fn fused(acc: __m512, a: __m512, b: __m512) -> __m512 {
+        _mm512_fmadd_ps(a, b, acc)
+    }
+
+    #[inline(always)]
+    unsafe fn store(values: __m512, to: *mut f32) {
+        _mm512_storeu_ps(to, values)
+    }
+}
+
+impl NibbleWeights for Avx512 {
+    type Nibbles = __m512i;
+    type Partial = __m512i;
+
+    #[inline(always)]
+    unsafe fn zero_partial() -> __m512i {
+        _mm512_setzero_si512()
+    }
+
+    #[inline(always)]
+    unsafe fn flush(partial: __m512i) -> __m512i {
+        partial
+    }
+
+    #[inline(always)]
+    unsafe fn nibbles(packed: *const u8) -> (__m512i, __m512i) {
+        let bytes = _mm512_loadu_si512(packed.cast());
+        let mask = _mm512_set1_epi8(0x0F);
+        (_mm512_and_si512(bytes, mask), _mm512_and_si512(_mm512_srli_epi16(bytes, 4), mask))
+    }
+
+    /// The 32 bytes hold the vector's first half low and its second half high.
+    #[inline(always)]
+    unsafe fn tail_nibbles(packed: *const u8, _part: usize) -> __m512i {
+        let bytes = _mm256_loadu_si256(packed.cast());
+        let mask = _mm256_set1_epi8(0x0F);
+        let (low, high) = (_mm256_and_si256(bytes, mask), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask));
+        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high)
+    }
+
+    #[inline(always)]
+    unsafe fn dot_nibbles(sums: __m512i, weights: __m512i, x: *const i8) -> __m512i {
+        _mm512_dpbusd_epi32(sums, weights, _mm512_loadu_si512(x.cast()))
     }
 }

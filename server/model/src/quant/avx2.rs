@@ -1,0 +1,186 @@
+//! The kernel on AVX2 + FMA, with or without AVX-VNNI: two 32-byte registers per vector
+//! (see [`super::narrow`]).
+//!
+//! Without VNNI, `vpmaddubsw` multiplies unsigned by signed bytes and adds pairs into
+//! saturating 16-bit sums, which the biased weights (up to 255) would overflow. So the
+//! weights are flipped back to signed bytes, and the sign of each weight moves to its
+//! input byte (`vpsignb`): |w| · (±x) ≤ 127 · 127, and two of them fit in 16 bits exactly.
+//! `vpmaddwd` by ones then adds the pairs into the lane's four-byte sum. 4-bit weights
+//! (0…15) need no such care: `vpmaddubsw` takes them as they are, and its 16-bit sums
+//! are added over a whole span before one `vpmaddwd`.
+
+use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4, Q8};
+use super::*;
+use std::arch::x86_64::*;
+
+/// [`QuantMatrix::multiply`] with AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    match w.values {
+        Values::Biased(_) => narrow::multiply::<Avx2, Q8>(w, x, out, rows),
+        Values::Nibbles { .. } => narrow::multiply::<Avx2, Q4>(w, x, out, rows),
+    }
+}
+
+/// [`QuantMatrix::multiply`] with AVX2, FMA and AVX-VNNI.
+#[target_feature(enable = "avx2,fma,avxvnni")]
+pub(super) unsafe fn multiply_vnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    match w.values {
+        Values::Biased(_) => narrow::multiply::<AvxVnni, Q8>(w, x, out, rows),
+        Values::Nibbles { .. } => narrow::multiply::<AvxVnni, Q4>(w, x, out, rows),
+    }
+}
+
+struct Avx2;
+
+/// The float side and the nibbles, common to both engines.
+macro_rules! float_ops {
+    () => {
+        const PARTS: usize = 2;
+        type Int = __m256i;
+        type Float = __m256;
+
+        #[inline(always)]
+        unsafe fn load(values: *const f32) -> __m256 {
+            _mm256_loadu_ps(values)
+        }
+
+        #[inline(always)]
+        unsafe fn pair(pair: *const f32) -> __m256 {
+            _mm256_castpd_ps(_mm256_set1_pd(pair.cast::<f64>().read_unaligned()))
+        }
+
+        #[inline(always)]
+        unsafe fn zero() -> __m256 {
+            _mm256_setzero_ps()
+        }
+
+        #[inline(always)]
+        unsafe fn accumulate(acc: __m256, sums: __m256i, x_scale: __m256, w_scale: __m256) -> __m256 {
+            _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), x_scale), w_scale, acc)
+        }
+
+        #[inline(always)]
+        unsafe fn fused(acc: __m256, a: __m256, b: __m256) -> __m256 {
+            _mm256_fmadd_ps(a, b, acc)
+        }
+
+        #[inline(always)]
+        unsafe fn store(values: __m256, to: *mut f32) {
+            _mm256_storeu_ps(to, values)
+        }
+    };
+}
+
+/// Low and high nibbles of 32 bytes.
+#[inline(always)]
+unsafe fn nibbles(packed: *const u8) -> (__m256i, __m256i) {
+    let bytes = _mm256_loadu_si256(packed.cast());
+    let mask = _mm256_set1_epi8(0x0F);
+    (_mm256_and_si256(bytes, mask), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask))
+}
+
+impl Engine for Avx2 {
+    float_ops!();
+}
+
+impl ByteWeights for Avx2 {
+    /// The weights' absolute values, and the signed weights (for their signs).
+    type Bytes = (__m256i, __m256i);
+    const PAIRED_WEIGHTS: bool = true;
+
+    #[inline(always)]
+    unsafe fn bytes(biased: *const u8) -> Self::Bytes {
+        let signed = _mm256_xor_si256(_mm256_loadu_si256(biased.cast()), _mm256_set1_epi8(i8::MIN));
+        (_mm256_abs_epi8(signed), signed)
+    }
+
+    #[inline(always)]
+    unsafe fn start(_corrections: *const i32) -> __m256i {
+        _mm256_setzero_si256()
+    }
+
+    #[inline(always)]
+    unsafe fn dot(sums: __m256i, (magnitudes, signed): Self::Bytes, x: *const i8) -> __m256i {
+        let signed_inputs = _mm256_sign_epi8(_mm256_loadu_si256(x.cast()), signed);
+        let pairs = _mm256_maddubs_epi16(magnitudes, signed_inputs);
+        _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+    }
+}
+
+impl NibbleWeights for Avx2 {
+    type Nibbles = __m256i;
+    /// 16-bit sums of pairs of products: a span adds at most 8 vectors' pairs, each at
+    /// most 2 · 15 · 127 in magnitude, so 30,480: exact in 16 bits.
+    type Partial = __m256i;
+
+    #[inline(always)]
+    unsafe fn zero_partial() -> __m256i {
+        _mm256_setzero_si256()
+    }
+
+    #[inline(always)]
+    unsafe fn flush(partial: __m256i) -> __m256i {
+        _mm256_madd_epi16(partial, _mm256_set1_epi16(1))
+    }
+
+    #[inline(always)]
+    unsafe fn nibbles(packed: *const u8) -> (__m256i, __m256i) {
+        nibbles(packed)
+    }
+
+    #[inline(always)]
+    unsafe fn dot_nibbles(partial: __m256i, weights: __m256i, x: *const i8) -> __m256i {
+        _mm256_add_epi16(partial, _mm256_maddubs_epi16(weights, _mm256_loadu_si256(x.cast())))
+    }
+}
+
+struct AvxVnni;
+
+impl Engine for AvxVnni {
+    float_ops!();
+}
+
+impl NibbleWeights for AvxVnni {
+    type Nibbles = __m256i;
+    type Partial = __m256i;
+
+    #[inline(always)]
+    unsafe fn zero_partial() -> __m256i {
+        _mm256_setzero_si256()
+    }
+
+    #[inline(always)]
+    unsafe fn flush(partial: __m256i) -> __m256i {
+        partial
+    }
+
+    #[inline(always)]
+    unsafe fn nibbles(packed: *const u8) -> (__m256i, __m256i) {
+        nibbles(packed)
+    }
+
+    #[inline(always)]
+    unsafe fn dot_nibbles(sums: __m256i, weights: __m256i, x: *const i8) -> __m256i {
+        _mm256_dpbusd_avx_epi32(sums, weights, _mm256_loadu_si256(x.cast()))
+    }
+}
+
+impl ByteWeights for AvxVnni {
+    type Bytes = __m256i;
+
+    #[inline(always)]
+    unsafe fn bytes(biased: *const u8) -> __m256i {
+        _mm256_loadu_si256(biased.cast())
+    }
+
+    #[inline(always)]
+    unsafe fn start(corrections: *const i32) -> __m256i {
+        _mm256_loadu_si256(corrections.cast())
+    }
+
+    #[inline(always)]
+    unsafe fn dot(sums: __m256i, weights: __m256i, x: *const i8) -> __m256i {
+        _mm256_dpbusd_avx_epi32(sums, weights, _mm256_loadu_si256(x.cast()))
+    }
+}

@@ -1,0 +1,611 @@
+//! Quantized matrix multiplication whose cost grows slowly with the number of input rows.
+//!
+//! Weights come in one of two codes, each with one scale per block of 32 values: Q8_0
+//! (8-bit values) or Q4_1 (4-bit values 0…15 and one min per block, kept exactly as a
+//! GGUF file stores them: `w = scale · q + min`). Input rows are quantized to Q8_0 at run
+//! time. A tile of weight rows is multiplied with every input row while it sits in L1, so
+//! a tree pass over k nodes streams the weights from memory once instead of k times, and
+//! the integer products are summed over whole spans before one conversion to float. On a
+//! CPU this is what makes verifying a draft tree cost little more than decoding one token;
+//! 4-bit weights halve the bytes a one-token pass streams.
+//!
+//! Layout: a row is cut into [`Span`]s of 256 values (a 64-value tail where the width is
+//! not a multiple of 256). Within a span the values are reordered so that 32-bit lane `j`
+//! of every 64-byte vector holds four values of block `j % blocks`: the lane then sums
+//! integer products of one block across the whole span, and a vector of the span's block
+//! scales broadcast (`[s0 … s7, s0 … s7]`) matches the lanes. 4-bit values are packed two
+//! to a byte after reordering (see [`Span::packed`]).
+//!
+//! Exactness: every output is a pure function of its weight row and its input row. The
+//! products are exact integer sums; the float steps (per span and lane: convert, multiply
+//! by the input's block scale, fused multiply-add of the weight's block scale into the
+//! lane's accumulator, and for Q4_1 a fused multiply-add of the weight's block min with
+//! the input's scaled sum over the lane; then a fixed tree over the 16 lanes) run in the
+//! same order whatever the tile or batch shape, so a token's result never depends on the
+//! others.
+//!
+//! One kernel per CPU class ([`Kernel`]), each tested bit for bit against the lane-by-lane
+//! [`reference`]: [`avx512`] holds a 64-byte vector in one register; [`narrow`] runs the
+//! same lanes in registers of 64 bytes (AVX-512, 4-bit weights), 32 bytes ([`avx2`]) or
+//! 16 bytes ([`neon`]). Q8_0 weights are stored biased by +128 as unsigned bytes. Kernels
+//! whose instruction multiplies unsigned by signed bytes (VNNI's `vpdpbusd`) remove the
+//! bias exactly by starting each lane's integer sum at −128 × (the sum of the input bytes
+//! it meets); the others flip the bias back (`xor 0x80`) and multiply signed bytes. 4-bit
+//! values are small and unsigned, so every instruction multiplies them as they are.
+
+use std::ops::Range;
+
+use crate::kernel::Kernel;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod narrow;
+#[cfg(target_arch = "aarch64")]
+mod neon;
+mod reference;
+
+/// Values per quantization block.
+const BLOCK: usize = 32;
+/// Bytes per vector.
+const VECTOR: usize = 64;
+/// 32-bit lanes per vector.
+const LANES: usize = VECTOR / 4;
+/// Vectors per full span.
+const SPAN_VECTORS: usize = 8;
+
+/// Weights `[rows, width]` in the kernel's layout (`width` padded to a multiple of 64).
+pub struct QuantMatrix {
+    rows: usize,
+    cols: usize,
+    width: usize,
+    kernel: Kernel,
+    values: Values,
+    /// One scale per block, row-major.
+    scales: Vec<f32>,
+}
+
+/// The quantized values of a [`QuantMatrix`], reordered within spans.
+enum Values {
+    /// Q8_0: values + 128.
+    Biased(Vec<u8>),
+    /// Q4_1: values 0…15 packed two to a byte ([`Span::packed`]), and one min per block,
+    /// row-major like the scales.
+    Nibbles { packed: Vec<u8>, mins: Vec<f32> },
+}
+
+/// A GGUF 4-bit block code whose values [`QuantMatrix::from_four_bit`] keeps exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FourBit {
+    /// 18-byte blocks: f16 scale, 16 bytes of values; `w = scale · (q − 8)`.
+    Q4_0,
+    /// 20-byte blocks: f16 scale, f16 min, 16 bytes of values; `w = scale · q + min`.
+    Q4_1,
+}
+
+impl FourBit {
+    /// Bytes per block of 32 values.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            FourBit::Q4_0 => 18,
+            FourBit::Q4_1 => 20,
+        }
+    }
+
+    /// `(scale, min, values)` of one block (GGML order: value `i` in the low nibble of
+    /// byte `i`, value `i + 16` in its high nibble).
+    fn decode(self, block: &[u8]) -> (f32, f32, [u8; BLOCK]) {
+        let half = |at: usize| half::f16::from_le_bytes([block[at], block[at + 1]]).to_f32();
+        let scale = half(0);
+        let (min, quants) = match self {
+            FourBit::Q4_0 => (-8.0 * scale, &block[2..18]),
+            FourBit::Q4_1 => (half(2), &block[4..20]),
+        };
+        let values = std::array::from_fn(|i| if i < 16 { quants[i] & 0x0F } else { quants[i - 16] >> 4 });
+        (scale, min, values)
+    }
+}
+
+/// Input rows quantized for [`QuantMatrix::multiply`].
+pub struct QuantizedRows {
+    rows: usize,
+    width: usize,
+    /// Quantized values, reordered like the weights.
+    quants: Vec<i8>,
+    scales: Vec<f32>,
+    /// Per row, span and lane, for Q8_0 weights: −128 × the sum of the values the lane
+    /// meets in the span.
+    bias_corrections: Vec<i32>,
+    /// Whether quantized for 4-bit weights (with `min_terms`) or for Q8_0 (with `bias_corrections`).
+    four_bit: bool,
+    /// Per row, span and lane, for Q4_1 weights: the sum of the values the lane meets in
+    /// the span times their block's scale (what the weights' block min multiplies).
+    min_terms: Vec<f32>,
+}
+
+/// Consecutive values of a row that share lanes: `vectors` × 64 values from `start`.
+#[derive(Clone, Copy)]
+struct Span {
+    start: usize,
+    vectors: usize,
+}
+
+impl Span {
+    fn blocks(self) -> usize {
+        2 * self.vectors
+    }
+
+    /// Position in the span's reordered bytes of value `e` of block `b` (both in the span).
+    fn position(self, b: usize, e: usize) -> usize {
+        let vector = (e / 4) % self.vectors;
+        let lane = b + self.blocks() * (e / (4 * self.vectors));
+        vector * VECTOR + lane * 4 + e % 4
+    }
+
+    /// Where the 4-bit value at reordered position `at` of the span sits once packed: the
+    /// byte's offset from `start / 2` and the shift of its nibble. A full span packs
+    /// vectors in pairs (byte `i` of a pair: byte `i` of the first vector in the low
+    /// nibble, of the second in the high one); a one-vector span packs its two halves
+    /// (byte `i`: value `i` low, value `i + 32` high).
+    fn packed(self, at: usize) -> (usize, u32) {
+        let (vector, byte) = (at / VECTOR, at % VECTOR);
+        if self.vectors == 1 {
+            (byte % (VECTOR / 2), 4 * (byte / (VECTOR / 2)) as u32)
+        } else {
+            ((vector / 2) * VECTOR + byte, 4 * (vector % 2) as u32)
+        }
+    }
+}
+
+/// The spans of a row `width` values wide, in order.
+fn spans(width: usize) -> impl Iterator<Item = Span> {
+    let full = width / (SPAN_VECTORS * VECTOR);
+    let tail = (width % (SPAN_VECTORS * VECTOR)) / VECTOR;
+    (0..full)
+        .map(|s| Span { start: s * SPAN_VECTORS * VECTOR, vectors: SPAN_VECTORS })
+        .chain((0..tail).map(move |t| Span { start: full * SPAN_VECTORS * VECTOR + t * VECTOR, vectors: 1 }))
+}
+
+impl QuantMatrix {
+    /// Quantizes row-major f32 weights `[rows, cols]`, to be multiplied on `kernel` (which
+    /// the CPU must support).
+    pub fn quantize(weights: &[f32], rows: usize, cols: usize, kernel: Kernel) -> QuantMatrix {
+        assert!(kernel.is_supported(), "this CPU cannot run the {kernel} kernel");
+        assert_eq!(weights.len(), rows * cols, "weights must be rows × cols");
+        let width = cols.next_multiple_of(VECTOR);
+        let mut biased = Vec::with_capacity(rows * width);
+        let mut scales = Vec::with_capacity(rows * width / BLOCK);
+        let mut quants = vec![0i8; width];
+        for row in weights.chunks_exact(cols) {
+            quantize_row(row, &mut quants, &mut scales, kernel);
+            biased.extend(quants.iter().map(|&q| (q as i16 + 128) as u8));
+        }
+        QuantMatrix { rows, cols, width, kernel, values: Values::Biased(biased), scales }
+    }
+
+    /// Keeps 4-bit weights `[rows, cols]` given as GGUF blocks (`cols` a multiple of 32)
+    /// exactly, to be multiplied on `kernel` (which the CPU must support).
+    pub fn from_four_bit(code: FourBit, blocks: &[u8], rows: usize, cols: usize, kernel: Kernel) -> QuantMatrix {
+        assert!(kernel.is_supported(), "this CPU cannot run the {kernel} kernel");
+        assert_eq!(cols % BLOCK, 0, "4-bit rows are whole blocks");
+        assert_eq!(blocks.len(), rows * cols / BLOCK * code.block_bytes(), "blocks must cover rows × cols");
+        let width = cols.next_multiple_of(VECTOR);
+        let mut packed = vec![0u8; rows * width / 2];
+        let mut scales = vec![0f32; rows * width / BLOCK];
+        let mut mins = vec![0f32; rows * width / BLOCK];
+        let mut row_blocks = blocks.chunks_exact(code.block_bytes());
+        for row in 0..rows {
+            let packed_row = &mut packed[row * width / 2..][..width / 2];
+            for span in spans(width) {
+                for b in 0..span.blocks() {
+                    let index = (row * width + span.start) / BLOCK + b;
+                    if span.start + b * BLOCK >= cols {
+                        continue; // padding: scale and min stay 0
+                    }
+                    let (scale, min, values) = code.decode(row_blocks.next().expect("block count checked"));
+                    (scales[index], mins[index]) = (scale, min);
+                    for (e, &q) in values.iter().enumerate() {
+                        let (byte, shift) = span.packed(span.position(b, e));
+                        packed_row[span.start / 2 + byte] |= q << shift;
+                    }
+                }
+            }
+        }
+        QuantMatrix { rows, cols, width, kernel, values: Values::Nibbles { packed, mins }, scales }
+    }
+
+    #[cfg(test)]
+    fn values_are_four_bit(&self) -> bool {
+        matches!(self.values, Values::Nibbles { .. })
+    }
+
+    /// `(rows, cols)` of the weights.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    /// Quantizes `m` input rows of `cols` values for [`Self::multiply`].
+    pub fn quantize_input(&self, x: &[f32], m: usize) -> QuantizedRows {
+        QuantizedRows::new(x, m, self.cols, self.width, self.kernel, matches!(self.values, Values::Nibbles { .. }))
+    }
+
+    /// Products of the weight rows `rows` with every input row, column-major:
+    /// `out[(j - rows.start) * m + r] = W[j] · x[r]`. Disjoint row ranges can run in parallel.
+    pub fn multiply(&self, input: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+        let four_bit = matches!(self.values, Values::Nibbles { .. });
+        assert!(input.width == self.width && input.four_bit == four_bit, "input quantized for another matrix");
+        assert!(rows.end <= self.rows && out.len() == rows.len() * input.rows, "output range out of bounds");
+        // SAFETY (every arm): `quantize` checked that the CPU runs `self.kernel`, and the
+        // asserts above keep every access in bounds.
+        match self.kernel {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => unsafe { avx512::multiply(self, input, out, rows) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => unsafe { avx2::multiply_vnni(self, input, out, rows) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { avx2::multiply(self, input, out, rows) },
+            #[cfg(target_arch = "aarch64")]
+            Kernel::NeonDotprod => unsafe { neon::multiply_dotprod(self, input, out, rows) },
+            #[cfg(target_arch = "aarch64")]
+            Kernel::Neon => unsafe { neon::multiply(self, input, out, rows) },
+            _ => reference::multiply(self, input, out, rows),
+        }
+    }
+}
+
+impl QuantizedRows {
+    fn new(x: &[f32], m: usize, cols: usize, width: usize, kernel: Kernel, four_bit: bool) -> QuantizedRows {
+        assert_eq!(x.len(), m * cols, "input must be m × cols");
+        let lanes = m * spans(width).count() * LANES;
+        let mut rows = QuantizedRows {
+            rows: m,
+            width,
+            quants: vec![0; m * width],
+            scales: Vec::with_capacity(m * width / BLOCK),
+            bias_corrections: Vec::with_capacity(if four_bit { 0 } else { lanes }),
+            four_bit,
+            min_terms: Vec::with_capacity(if four_bit { lanes } else { 0 }),
+        };
+        rows.fill(x, cols, kernel, four_bit);
+        rows
+    }
+
+    /// Index in `bias_corrections` or `min_terms` where input row `r`'s spans start.
+    fn lanes_start(&self, r: usize) -> usize {
+        r * spans(self.width).count() * LANES
+    }
+
+    fn fill(&mut self, x: &[f32], cols: usize, kernel: Kernel, four_bit: bool) {
+        for (row, quants) in x.chunks_exact(cols).zip(self.quants.chunks_exact_mut(self.width)) {
+            let first_scale = self.scales.len();
+            quantize_row(row, quants, &mut self.scales, kernel);
+            for span in spans(self.width) {
+                let bytes = &quants[span.start..][..span.vectors * VECTOR];
+                if four_bit {
+                    let scales = &self.scales[first_scale + span.start / BLOCK..][..span.blocks()];
+                    let sums = lane_sums(bytes);
+                    self.min_terms.extend((0..LANES).map(|lane| sums[lane] as f32 * scales[lane % span.blocks()]));
+                } else {
+                    self.bias_corrections.extend(bias_corrections(bytes, kernel));
+                }
+            }
+        }
+    }
+}
+
+/// Weight rows per tile: a tile's weights stay in L1 while every input row meets them.
+const TILE_ROWS: usize = 4;
+/// Input rows per group: a group's accumulators stay in registers.
+const GROUP: usize = 4;
+
+/// Where a block of products goes: weight rows from `row0`, input rows from `r0`,
+/// written to `out[(column + j) * m + r0 + i]`.
+#[derive(Clone, Copy)]
+struct Block {
+    row0: usize,
+    r0: usize,
+    column: usize,
+}
+
+/// The blocks of the products of weight rows `rows` with `m` input rows: tiles of up to
+/// [`TILE_ROWS`] weight rows, each met by groups of up to [`GROUP`] input rows in turn, as
+/// `(tile, group, where)`. (Iterators rather than closures: a closure would not be compiled
+/// with the target features of the kernel that runs it.)
+fn blocks(rows: Range<usize>, m: usize) -> impl Iterator<Item = (usize, usize, Block)> {
+    rows.clone().step_by(TILE_ROWS).flat_map(move |tile_start| {
+        let tile = (rows.end - tile_start).min(TILE_ROWS);
+        (0..m)
+            .step_by(GROUP)
+            .map(move |r0| (tile, (m - r0).min(GROUP), Block { row0: tile_start, r0, column: tile_start - rows.start }))
+    })
+}
+
+impl Block {
+    /// The blocks of `R` weight rows that make up the whole tile starting at this one.
+    fn tile_by<const R: usize>(self) -> impl Iterator<Item = Block> {
+        (0..TILE_ROWS).step_by(R).map(move |j| Block { row0: self.row0 + j, column: self.column + j, ..self })
+    }
+
+    /// The blocks of one weight row and one input row that make up a `tile` × `group` block.
+    fn one_by_one(self, tile: usize, group: usize) -> impl Iterator<Item = Block> {
+        (0..tile).flat_map(move |j| {
+            (0..group).map(move |i| Block { row0: self.row0 + j, r0: self.r0 + i, column: self.column + j })
+        })
+    }
+}
+
+/// Per lane of a span's input bytes: −128 × the sum of the bytes the lane meets.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn bias_corrections(bytes: &[i8], kernel: Kernel) -> [i32; LANES] {
+    #[cfg(target_arch = "x86_64")]
+    if kernel == Kernel::Avx512Vnni {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { avx512::bias_corrections(bytes) };
+    }
+    bias_corrections_portable(bytes)
+}
+
+fn bias_corrections_portable(bytes: &[i8]) -> [i32; LANES] {
+    lane_sums(bytes).map(|sum| -128 * sum)
+}
+
+/// Per lane of a span's input bytes: the sum of the bytes the lane meets.
+fn lane_sums(bytes: &[i8]) -> [i32; LANES] {
+    std::array::from_fn(|lane| bytes.chunks_exact(VECTOR).flat_map(|v| &v[lane * 4..][..4]).map(|&q| q as i32).sum())
+}
+
+/// Quantizes `row` (zero-padded to `quants.len()`) in blocks of 32, appending one scale
+/// per block (`scale = max|v| / 127`, `q = round(v / scale)`), and writes the values in
+/// the spans' order (see [`Span::position`]).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>, kernel: Kernel) {
+    #[cfg(target_arch = "x86_64")]
+    if kernel == Kernel::Avx512Vnni {
+        // SAFETY: the CPU has the features the function is compiled for.
+        unsafe { avx512::quantize_row(row, quants, scales) };
+        return;
+    }
+    quantize_row_portable(row, quants, scales);
+}
+
+fn quantize_row_portable(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
+    let mut block = [0f32; BLOCK];
+    let mut q = [0i8; BLOCK];
+    for span in spans(quants.len()) {
+        let out = &mut quants[span.start..][..span.vectors * VECTOR];
+        for b in 0..span.blocks() {
+            let start = span.start + b * BLOCK;
+            let values = &row[start.min(row.len())..(start + BLOCK).min(row.len())];
+            block[..values.len()].copy_from_slice(values);
+            block[values.len()..].fill(0.0);
+            let max = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let scale = max / 127.0;
+            let inverse = if scale == 0.0 { 0.0 } else { 1.0 / scale };
+            for (q, v) in q.iter_mut().zip(&block) {
+                *q = (v * inverse).round_ties_even().clamp(-127.0, 127.0) as i8;
+            }
+            for (four, e) in q.chunks_exact(4).zip((0..BLOCK).step_by(4)) {
+                out[span.position(b, e)..][..4].copy_from_slice(four);
+            }
+            scales.push(scale);
+        }
+    }
+}
+
+/// Sums 16 lanes in a fixed tree order (halves added pairwise).
+#[inline(always)]
+fn sum_lanes(mut lanes: [f32; LANES]) -> f32 {
+    let mut n = LANES;
+    while n > 1 {
+        n /= 2;
+        for i in 0..n {
+            lanes[i] += lanes[i + n];
+        }
+    }
+    lanes[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) % 2001) as f32 / 1000.0 - 1.0)
+            .collect()
+    }
+
+    /// GGUF Q4_1 blocks for `rows × cols` weights.
+    fn q4_1_blocks(rows: usize, cols: usize, seed: u32) -> Vec<u8> {
+        let bytes = values(rows * cols / BLOCK * 20, seed);
+        bytes
+            .chunks_exact(20)
+            .flat_map(|b| {
+                let scale = half::f16::from_f32(0.01 + 0.02 * b[0].abs()).to_le_bytes();
+                let min = half::f16::from_f32(-0.15 * b[1].abs()).to_le_bytes();
+                let quants = b[4..].iter().map(|v| ((v + 1.0) * 127.99) as u8);
+                scale.into_iter().chain(min).chain(quants)
+            })
+            .collect()
+    }
+
+    /// The same shape in both codes: Q8_0 and 4-bit.
+    fn both_codes(rows: usize, cols: usize, seed: u32, kernel: Kernel) -> [QuantMatrix; 2] {
+        [
+            QuantMatrix::quantize(&values(rows * cols, seed), rows, cols, kernel),
+            QuantMatrix::from_four_bit(FourBit::Q4_1, &q4_1_blocks(rows, cols, seed), rows, cols, kernel),
+        ]
+    }
+
+    fn product(w: &QuantMatrix, x: &[f32], m: usize) -> Vec<f32> {
+        let input = w.quantize_input(x, m);
+        let mut out = vec![0f32; m * w.rows];
+        w.multiply(&input, &mut out, 0..w.rows);
+        out
+    }
+
+    fn reference_product(w: &QuantMatrix, x: &[f32], m: usize) -> Vec<f32> {
+        let input = w.quantize_input(x, m);
+        let mut out = vec![0f32; m * w.rows];
+        reference::multiply(w, &input, &mut out, 0..w.rows);
+        out
+    }
+
+    #[test]
+    fn every_kernel_matches_the_reference_bit_for_bit() {
+        let shapes = [(7, 96, 1), (9, 576, 5), (13, 64, 9), (4, 1536, 4), (6, 1088, 3), (5, 320, 2), (8, 576, 17)];
+        for kernel in Kernel::supported() {
+            for (rows, cols, m) in shapes {
+                for w in both_codes(rows, cols, 3, kernel) {
+                    let x = values(m * cols, 11);
+                    let code = if w.values_are_four_bit() { "4-bit" } else { "Q8_0" };
+                    assert_eq!(
+                        product(&w, &x, m),
+                        reference_product(&w, &x, m),
+                        "{kernel}, {code}: {rows}×{cols}, m = {m}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_kernel_gives_the_same_bits() {
+        let (rows, cols, m) = (9, 1088, 6);
+        let (w, x) = (values(rows * cols, 31), values(m * cols, 37));
+        let blocks = q4_1_blocks(rows, cols, 31);
+        let results: Vec<(Kernel, [Vec<f32>; 2])> = Kernel::supported()
+            .into_iter()
+            .map(|kernel| {
+                let q8 = QuantMatrix::quantize(&w, rows, cols, kernel);
+                let q4 = QuantMatrix::from_four_bit(FourBit::Q4_1, &blocks, rows, cols, kernel);
+                (kernel, [product(&q8, &x, m), product(&q4, &x, m)])
+            })
+            .collect();
+        for (kernel, result) in &results {
+            assert_eq!(result, &results[0].1, "{kernel} against {}", results[0].0);
+        }
+    }
+
+    #[test]
+    fn vector_quantization_matches_the_portable_code() {
+        for kernel in Kernel::supported() {
+            for cols in [100, 576, 1536, 1088] {
+                let mut row = values(cols, 7);
+                row[..BLOCK].fill(0.0);
+                row[BLOCK] = 3.5;
+                let width = cols.next_multiple_of(VECTOR);
+                let (mut plain, mut fast) = (vec![0i8; width], vec![0i8; width]);
+                let (mut plain_scales, mut fast_scales) = (Vec::new(), Vec::new());
+                quantize_row_portable(&row, &mut plain, &mut plain_scales);
+                quantize_row(&row, &mut fast, &mut fast_scales, kernel);
+                assert_eq!((&plain, &plain_scales), (&fast, &fast_scales), "{kernel}: {cols} columns");
+                for span in spans(width) {
+                    let bytes = &plain[span.start..][..span.vectors * VECTOR];
+                    let expected = bias_corrections_portable(bytes);
+                    assert_eq!(
+                        bias_corrections(bytes, kernel),
+                        expected,
+                        "{kernel}: {cols} columns, span {}",
+                        span.start
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_output_row_is_independent_of_the_batch() {
+        let (rows, cols, m) = (11, 320, 7);
+        let x = values(m * cols, 17);
+        for w in both_codes(rows, cols, 5, Kernel::best()) {
+            let together = product(&w, &x, m);
+            for r in 0..m {
+                let alone = product(&w, &x[r * cols..(r + 1) * cols], 1);
+                let column: Vec<f32> = (0..rows).map(|j| together[j * m + r]).collect();
+                assert_eq!(alone, column, "input row {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn product_is_close_to_the_f32_product() {
+        let (rows, cols, m) = (6, 200, 3);
+        let wf = values(rows * cols, 23);
+        let x = values(m * cols, 29);
+        let got = product(&QuantMatrix::quantize(&wf, rows, cols, Kernel::best()), &x, m);
+        for j in 0..rows {
+            for r in 0..m {
+                let exact: f32 = (0..cols).map(|c| wf[j * cols + c] * x[r * cols + c]).sum();
+                let err = (got[j * m + r] - exact).abs();
+                assert!(err < 0.05 + 0.01 * exact.abs(), "row {j}, input {r}: {} vs {exact}", got[j * m + r]);
+            }
+        }
+    }
+
+    #[test]
+    fn four_bit_product_is_close_to_the_product_of_the_stored_weights() {
+        let (rows, cols, m) = (5, 320, 3);
+        let blocks = q4_1_blocks(rows, cols, 41);
+        let x = values(m * cols, 43);
+        for code in [FourBit::Q4_0, FourBit::Q4_1] {
+            let blocks: Vec<u8> = match code {
+                FourBit::Q4_1 => blocks.clone(),
+                FourBit::Q4_0 => blocks.chunks_exact(20).flat_map(|b| b[..2].iter().chain(&b[4..]).copied()).collect(),
+            };
+            let stored: Vec<f32> = blocks
+                .chunks_exact(code.block_bytes())
+                .flat_map(|b| {
+                    let (scale, min, values) = code.decode(b);
+                    values.map(|q| scale * q as f32 + min)
+                })
+                .collect();
+            let got = product(&QuantMatrix::from_four_bit(code, &blocks, rows, cols, Kernel::best()), &x, m);
+            for j in 0..rows {
+                for r in 0..m {
+                    let exact: f32 = (0..cols).map(|c| stored[j * cols + c] * x[r * cols + c]).sum();
+                    let err = (got[j * m + r] - exact).abs();
+                    assert!(
+                        err < 0.05 + 0.01 * exact.abs(),
+                        "{code:?} row {j}, input {r}: {} vs {exact}",
+                        got[j * m + r]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn largest_products_stay_exact_on_every_kernel() {
+        let (rows, cols) = (4, 1088);
+        let mut blocks = q4_1_blocks(rows, cols, 47);
+        for block in blocks.chunks_exact_mut(20) {
+            block[4..].fill(0xFF); // every value 15
+        }
+        for x in [vec![1.0f32; cols], vec![-1.0f32; cols]] {
+            for kernel in Kernel::supported() {
+                let w = QuantMatrix::from_four_bit(FourBit::Q4_1, &blocks, rows, cols, kernel);
+                assert_eq!(product(&w, &x, 1), reference_product(&w, &x, 1), "{kernel}");
+            }
+        }
+    }
+
+    #[test]
+    fn four_bit_blocks_decode_as_gguf_stores_them() {
+        let mut q4_1 = vec![0u8; 20];
+        q4_1[..2].copy_from_slice(&half::f16::from_f32(0.5).to_le_bytes());
+        q4_1[2..4].copy_from_slice(&half::f16::from_f32(-1.0).to_le_bytes());
+        q4_1[4] = 0x3A; // value 0 = 0xA, value 16 = 0x3
+        let (scale, min, values) = FourBit::Q4_1.decode(&q4_1);
+        assert_eq!((scale, min, values[0], values[16], values[1]), (0.5, -1.0, 10, 3, 0));
+        let (scale, min, values) = FourBit::Q4_0.decode(&[&q4_1[..2], &q4_1[4..]].concat());
+        assert_eq!((scale, min, values[0], values[16]), (0.5, -4.0, 10, 3));
+    }
+
+    #[test]
+    fn zero_rows_give_zero() {
+        let w = QuantMatrix::quantize(&[0.0; 64], 1, 64, Kernel::best());
+        assert_eq!(product(&w, &values(64, 1), 1), [0.0]);
+    }
+}

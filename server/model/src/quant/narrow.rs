@@ -1,0 +1,343 @@
+//! The kernel on registers that hold a part of a 64-byte vector (AVX2's 32 bytes, NEON's
+//! 16; the whole vector for AVX-512's 4-bit weights).
+//!
+//! A vector's 16 lanes are cut into [`Engine::PARTS`] registers, and each part is summed
+//! over the whole row before the next: part `p` holds lanes `p·L … p·L + L − 1`
+//! (`L = 16 / PARTS`) of every vector, its block scales and its bias corrections. Lanes
+//! never mix until the final fixed-order sum, so the result is the reference's, bit for
+//! bit, whatever the register width. The loop is the same for both weight codes; a
+//! [`Code`] says how a code's weights are loaded and multiplied.
+
+use super::*;
+
+/// One instruction set's float operations on a part of a vector.
+pub(super) trait Engine {
+    /// Registers per 64-byte vector.
+    const PARTS: usize;
+    /// Exact 32-bit integer sums, one per lane.
+    type Int: Copy;
+    /// f32 values, one per lane.
+    type Float: Copy;
+
+    /// Loads the lanes' f32 values from `values`.
+    unsafe fn load(values: *const f32) -> Self::Float;
+    /// `[s0, s1, s0, s1, …]` from `pair`.
+    unsafe fn pair(pair: *const f32) -> Self::Float;
+    unsafe fn zero() -> Self::Float;
+    /// `acc + (sums as f32 × x_scale) × w_scale`, the last step fused.
+    unsafe fn accumulate(acc: Self::Float, sums: Self::Int, x_scale: Self::Float, w_scale: Self::Float) -> Self::Float;
+    /// `acc + a × b`, fused.
+    unsafe fn fused(acc: Self::Float, a: Self::Float, b: Self::Float) -> Self::Float;
+    unsafe fn store(values: Self::Float, to: *mut f32);
+}
+
+/// Multiplying Q8_0 weights (biased bytes) on an engine.
+pub(super) trait ByteWeights: Engine {
+    /// A part of a weight vector prepared for [`ByteWeights::dot`].
+    type Bytes: Copy;
+    /// Whether [`ByteWeights::Bytes`] takes two registers: then a block of four input
+    /// rows meets one weight row at a time, or the registers run out (measured).
+    const PAIRED_WEIGHTS: bool = false;
+
+    /// Loads a part of a weight vector (biased bytes) from `biased`.
+    unsafe fn bytes(biased: *const u8) -> Self::Bytes;
+    /// Where a lane's integer sum starts, given the lane's bias corrections: at the
+    /// corrections for engines that multiply biased weights, at zero for the others.
+    unsafe fn start(corrections: *const i32) -> Self::Int;
+    /// Adds to each lane the products of its four weight bytes with the input bytes at `x`.
+    unsafe fn dot(sums: Self::Int, weights: Self::Bytes, x: *const i8) -> Self::Int;
+}
+
+/// Multiplying 4-bit weights (values 0…15) on an engine.
+pub(super) trait NibbleWeights: Engine {
+    /// A part of a weight vector as bytes 0…15.
+    type Nibbles: Copy;
+    /// Exact sums of a span's products, in whatever form adds them fastest until the
+    /// span ends (16-bit where they cannot overflow there).
+    type Partial: Copy;
+
+    unsafe fn zero_partial() -> Self::Partial;
+    /// The lanes' 32-bit sums of a span's partial sums.
+    unsafe fn flush(partial: Self::Partial) -> Self::Int;
+    /// The low and the high nibbles of the part-sized bytes at `packed`.
+    unsafe fn nibbles(packed: *const u8) -> (Self::Nibbles, Self::Nibbles);
+    /// Adds the products of the weights with the input bytes at `x`, four to each lane.
+    unsafe fn dot_nibbles(partial: Self::Partial, weights: Self::Nibbles, x: *const i8) -> Self::Partial;
+
+    /// Part `part` of a one-vector span packed at `packed` (its 32 bytes hold values
+    /// `0…31` low and `32…63` high).
+    #[inline(always)]
+    unsafe fn tail_nibbles(packed: *const u8, part: usize) -> Self::Nibbles {
+        let halves = Self::PARTS / 2;
+        let (low, high) = Self::nibbles(packed.add((part % halves) * (VECTOR / Self::PARTS)));
+        if part < halves {
+            low
+        } else {
+            high
+        }
+    }
+}
+
+/// How the loop reads and multiplies one weight code on engine `E`.
+pub(super) trait Code<E: Engine> {
+    /// A part of one weight vector, ready to multiply.
+    type Weights: Copy;
+    /// A span's exact sums while it runs.
+    type Sums: Copy;
+    /// Vectors of a full span one load brings.
+    const STEP: usize;
+    /// Whether a block of four input rows meets one weight row at a time.
+    const ONE_ROW_FOR_FOUR: bool;
+    /// Whether lanes add the weights' block mins times the input's [`QuantizedRows::min_terms`].
+    const MINS: bool;
+
+    /// Where weight row `row`'s values start.
+    fn row(w: &QuantMatrix, row: usize) -> *const u8;
+    /// The part `part` of the weight vectors of `span` that load `step` brings
+    /// (the second is the first again where a load brings one vector).
+    unsafe fn load(row: *const u8, span: Span, step: usize, part: usize) -> (Self::Weights, Self::Weights);
+    /// Where a lane's integer sum starts (`corrections`: the lanes' bias corrections).
+    unsafe fn start(corrections: *const i32) -> Self::Sums;
+    /// Adds the products of a load's `vectors` weight vectors (1 or [`Code::STEP`]) with
+    /// the input vectors from `x`.
+    unsafe fn dot(
+        sums: Self::Sums,
+        weights: (Self::Weights, Self::Weights),
+        x: *const i8,
+        vectors: usize,
+    ) -> Self::Sums;
+    /// The lanes' integer sums at the end of a span.
+    unsafe fn finish(sums: Self::Sums) -> E::Int;
+}
+
+/// Q8_0 weights.
+pub(super) struct Q8;
+
+impl<E: ByteWeights> Code<E> for Q8 {
+    type Weights = E::Bytes;
+    type Sums = E::Int;
+    const STEP: usize = 1;
+    const ONE_ROW_FOR_FOUR: bool = E::PAIRED_WEIGHTS;
+    const MINS: bool = false;
+
+    fn row(w: &QuantMatrix, row: usize) -> *const u8 {
+        let Values::Biased(biased) = &w.values else { unreachable!("Q8 code on 4-bit weights") };
+        biased[row * w.width..].as_ptr()
+    }
+
+    #[inline(always)]
+    unsafe fn load(row: *const u8, span: Span, step: usize, part: usize) -> (E::Bytes, E::Bytes) {
+        let bytes = E::bytes(row.add(span.start + step * VECTOR + part * (VECTOR / E::PARTS)));
+        (bytes, bytes)
+    }
+
+    #[inline(always)]
+    unsafe fn start(corrections: *const i32) -> E::Int {
+        E::start(corrections)
+    }
+
+    #[inline(always)]
+    unsafe fn dot(sums: E::Int, (weights, _): (E::Bytes, E::Bytes), x: *const i8, _vectors: usize) -> E::Int {
+        E::dot(sums, weights, x)
+    }
+
+    #[inline(always)]
+    unsafe fn finish(sums: E::Int) -> E::Int {
+        sums
+    }
+}
+
+/// 4-bit weights with block mins.
+pub(super) struct Q4;
+
+impl<E: NibbleWeights> Code<E> for Q4 {
+    type Weights = E::Nibbles;
+    type Sums = E::Partial;
+    const STEP: usize = 2;
+    const ONE_ROW_FOR_FOUR: bool = false;
+    const MINS: bool = true;
+
+    fn row(w: &QuantMatrix, row: usize) -> *const u8 {
+        let Values::Nibbles { packed, .. } = &w.values else { unreachable!("4-bit code on Q8_0 weights") };
+        packed[row * w.width / 2..].as_ptr()
+    }
+
+    #[inline(always)]
+    unsafe fn load(row: *const u8, span: Span, step: usize, part: usize) -> (E::Nibbles, E::Nibbles) {
+        let packed = row.add(span.start / 2);
+        if span.vectors == 1 {
+            let tail = E::tail_nibbles(packed, part);
+            (tail, tail)
+        } else {
+            E::nibbles(packed.add(step * VECTOR + part * (VECTOR / E::PARTS)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn start(_corrections: *const i32) -> E::Partial {
+        E::zero_partial()
+    }
+
+    #[inline(always)]
+    unsafe fn dot(
+        partial: E::Partial,
+        (first, second): (E::Nibbles, E::Nibbles),
+        x: *const i8,
+        vectors: usize,
+    ) -> E::Partial {
+        let partial = E::dot_nibbles(partial, first, x);
+        if vectors == 2 {
+            E::dot_nibbles(partial, second, x.add(VECTOR))
+        } else {
+            partial
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn finish(partial: E::Partial) -> E::Int {
+        E::flush(partial)
+    }
+}
+
+/// [`QuantMatrix::multiply`] on engine `E` for weights of code `C`. The caller runs it
+/// with `E`'s target features.
+#[inline(always)]
+pub(super) unsafe fn multiply<E: Engine, C: Code<E>>(
+    w: &QuantMatrix,
+    x: &QuantizedRows,
+    out: &mut [f32],
+    rows: Range<usize>,
+) {
+    for (tile, group, at) in blocks(rows, x.rows) {
+        match (tile, group) {
+            (TILE_ROWS, 4) if C::ONE_ROW_FOR_FOUR => {
+                for at in at.tile_by::<1>() {
+                    block::<E, C, 1, 4>(w, x, at, out);
+                }
+            }
+            (TILE_ROWS, 4) => {
+                for at in at.tile_by::<2>() {
+                    block::<E, C, 2, 4>(w, x, at, out);
+                }
+            }
+            (TILE_ROWS, 3) => {
+                for at in at.tile_by::<1>() {
+                    block::<E, C, 1, 3>(w, x, at, out);
+                }
+            }
+            (TILE_ROWS, 2) => {
+                for at in at.tile_by::<2>() {
+                    block::<E, C, 2, 2>(w, x, at, out);
+                }
+            }
+            (TILE_ROWS, 1) => {
+                for at in at.tile_by::<2>() {
+                    block::<E, C, 2, 1>(w, x, at, out);
+                }
+            }
+            _ => {
+                for at in at.one_by_one(tile, group) {
+                    block::<E, C, 1, 1>(w, x, at, out);
+                }
+            }
+        }
+    }
+}
+
+/// `R` weight rows times `G` input rows.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // indexed loops keep the arrays in registers (see below)
+unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
+    w: &QuantMatrix,
+    x: &QuantizedRows,
+    at: Block,
+    out: &mut [f32],
+) {
+    let lanes_per_part = LANES / E::PARTS;
+    let bytes_per_part = VECTOR / E::PARTS;
+    let w_rows: [*const u8; R] = std::array::from_fn(|j| C::row(w, at.row0 + j));
+    let w_scales: [*const f32; R] = std::array::from_fn(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK));
+    let w_mins: [*const f32; R] = match &w.values {
+        Values::Nibbles { mins, .. } => std::array::from_fn(|j| mins.as_ptr().add((at.row0 + j) * w.width / BLOCK)),
+        Values::Biased(_) => [std::ptr::null(); R],
+    };
+    let x_rows: [*const i8; G] = std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width));
+    let x_scales: [*const f32; G] = std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK));
+    // Only the code's own per-lane values exist (the other vector is empty).
+    let x_corrections: [*const i32; G] =
+        std::array::from_fn(|i| x.bias_corrections.as_ptr().wrapping_add(x.lanes_start(at.r0 + i)));
+    let x_min_terms: [*const f32; G] =
+        std::array::from_fn(|i| x.min_terms.as_ptr().wrapping_add(x.lanes_start(at.r0 + i)));
+
+    let mut lanes = [[[0f32; LANES]; G]; R];
+    for part in 0..E::PARTS {
+        let mut acc = [[E::zero(); G]; R];
+        for (index, span) in spans(w.width).enumerate() {
+            // Loops over constant ranges with indices, not `array::from_fn` (its closure
+            // would miss the kernel's target features) nor iterator adaptors over arrays:
+            // unrolled, these keep every sum and weight in a register.
+            let lane_offset = index * LANES + part * lanes_per_part;
+            let mut sums = [[C::start(x_corrections[0].wrapping_add(lane_offset)); G]; R];
+            for i in 1..G {
+                let start = C::start(x_corrections[i].wrapping_add(lane_offset));
+                for j in 0..R {
+                    sums[j][i] = start;
+                }
+            }
+            let vectors = span.vectors.min(C::STEP);
+            for step in 0..span.vectors / vectors {
+                let mut weights = [C::load(w_rows[0], span, step, part); R];
+                for j in 1..R {
+                    weights[j] = C::load(w_rows[j], span, step, part);
+                }
+                let offset = span.start + step * vectors * VECTOR + part * bytes_per_part;
+                for i in 0..G {
+                    let input = x_rows[i].add(offset);
+                    for j in 0..R {
+                        sums[j][i] = C::dot(sums[j][i], weights[j], input, vectors);
+                    }
+                }
+            }
+            let mut x_scale = [E::zero(); G];
+            for i in 0..G {
+                x_scale[i] = part_scales::<E>(x_scales[i], span, part);
+            }
+            for j in 0..R {
+                let w_scale = part_scales::<E>(w_scales[j], span, part);
+                for i in 0..G {
+                    acc[j][i] = E::accumulate(acc[j][i], C::finish(sums[j][i]), x_scale[i], w_scale);
+                }
+            }
+            if C::MINS {
+                for j in 0..R {
+                    let w_min = part_scales::<E>(w_mins[j], span, part);
+                    for i in 0..G {
+                        acc[j][i] = E::fused(acc[j][i], w_min, E::load(x_min_terms[i].add(lane_offset)));
+                    }
+                }
+            }
+        }
+        for (lanes, acc) in lanes.iter_mut().zip(&acc) {
+            for (lanes, acc) in lanes.iter_mut().zip(acc) {
+                E::store(*acc, lanes.as_mut_ptr().add(part * lanes_per_part));
+            }
+        }
+    }
+    for (j, lanes) in lanes.iter().enumerate() {
+        for (i, lanes) in lanes.iter().enumerate() {
+            out[(at.column + j) * x.rows + at.r0 + i] = sum_lanes(*lanes);
+        }
+    }
+}
+
+/// The block values (scales or mins) of a row's `span` that match the lanes of `part`:
+/// lane `l` of a full span holds block `l`, of a one-vector span block `l % 2`.
+#[inline(always)]
+unsafe fn part_scales<E: Engine>(row_scales: *const f32, span: Span, part: usize) -> E::Float {
+    let first = row_scales.add(span.start / BLOCK);
+    if span.vectors == SPAN_VECTORS {
+        E::load(first.add(part * LANES / E::PARTS))
+    } else {
+        E::pair(first)
+    }
+}

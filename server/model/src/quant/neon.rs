@@ -1,0 +1,169 @@
+//! The kernel on aarch64 NEON: four 16-byte registers per vector (see [`super::narrow`]).
+//! The weights are flipped back to signed bytes; with the dot-product extension `sdot`
+//! adds each lane's four byte products, without it widening multiplies (`smull`) and two
+//! pairwise additions do. Products of bytes within ±127 fit in 16 bits exactly. 4-bit
+//! weights (0…15) are signed bytes as they are, and take the same products.
+
+use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4, Q8};
+use super::*;
+use std::arch::aarch64::*;
+
+/// [`QuantMatrix::multiply`] with NEON.
+#[target_feature(enable = "neon")]
+pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    match w.values {
+        Values::Biased(_) => narrow::multiply::<Neon, Q8>(w, x, out, rows),
+        Values::Nibbles { .. } => narrow::multiply::<Neon, Q4>(w, x, out, rows),
+    }
+}
+
+/// [`QuantMatrix::multiply`] with NEON and the dot-product extension.
+#[target_feature(enable = "neon,dotprod")]
+pub(super) unsafe fn multiply_dotprod(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    match w.values {
+        Values::Biased(_) => narrow::multiply::<NeonDotprod, Q8>(w, x, out, rows),
+        Values::Nibbles { .. } => narrow::multiply::<NeonDotprod, Q4>(w, x, out, rows),
+    }
+}
+
+/// Both weight codes on an engine whose `dot` multiplies signed bytes.
+macro_rules! signed_byte_codes {
+    ($engine:ty) => {
+        impl ByteWeights for $engine {
+            type Bytes = int8x16_t;
+
+            #[inline(always)]
+            unsafe fn bytes(biased: *const u8) -> int8x16_t {
+                vreinterpretq_s8_u8(veorq_u8(vld1q_u8(biased), vdupq_n_u8(0x80)))
+            }
+
+            #[inline(always)]
+            unsafe fn start(_corrections: *const i32) -> int32x4_t {
+                vdupq_n_s32(0)
+            }
+
+            #[inline(always)]
+            unsafe fn dot(sums: int32x4_t, weights: int8x16_t, x: *const i8) -> int32x4_t {
+                <$engine>::signed_dot(sums, weights, x)
+            }
+        }
+
+        impl NibbleWeights for $engine {
+            type Nibbles = int8x16_t;
+            type Partial = int32x4_t;
+
+            #[inline(always)]
+            unsafe fn zero_partial() -> int32x4_t {
+                vdupq_n_s32(0)
+            }
+
+            #[inline(always)]
+            unsafe fn flush(partial: int32x4_t) -> int32x4_t {
+                partial
+            }
+
+            #[inline(always)]
+            unsafe fn nibbles(packed: *const u8) -> (int8x16_t, int8x16_t) {
+                let bytes = vld1q_u8(packed);
+                (vreinterpretq_s8_u8(vandq_u8(bytes, vdupq_n_u8(0x0F))), vreinterpretq_s8_u8(vshrq_n_u8::<4>(bytes)))
+            }
+
+            #[inline(always)]
+            unsafe fn dot_nibbles(sums: int32x4_t, weights: int8x16_t, x: *const i8) -> int32x4_t {
+                <$engine>::signed_dot(sums, weights, x)
+            }
+        }
+    };
+}
+
+/// Everything but the integer products, common to both engines.
+macro_rules! common_ops {
+    () => {
+        const PARTS: usize = 4;
+        type Int = int32x4_t;
+        type Float = float32x4_t;
+
+        #[inline(always)]
+        unsafe fn load(values: *const f32) -> float32x4_t {
+            vld1q_f32(values)
+        }
+
+        #[inline(always)]
+        unsafe fn pair(pair: *const f32) -> float32x4_t {
+            let two = vld1_f32(pair);
+            vcombine_f32(two, two)
+        }
+
+        #[inline(always)]
+        unsafe fn zero() -> float32x4_t {
+            vdupq_n_f32(0.0)
+        }
+
+        #[inline(always)]
+        unsafe fn accumulate(
+            acc: float32x4_t,
+            sums: int32x4_t,
+            x_scale: float32x4_t,
+            w_scale: float32x4_t,
+        ) -> float32x4_t {
+            vfmaq_f32(acc, vmulq_f32(vcvtq_f32_s32(sums), x_scale), w_scale)
+        }
+
+        #[inline(always)]
+        unsafe fn fused(acc: float32x4_t, a: float32x4_t, b: float32x4_t) -> float32x4_t {
+            vfmaq_f32(acc, a, b)
+        }
+
+        #[inline(always)]
+        unsafe fn store(values: float32x4_t, to: *mut f32) {
+            vst1q_f32(to, values)
+        }
+    };
+}
+
+/// An engine's product of signed weight bytes with input bytes, added to each lane.
+trait SignedDot {
+    unsafe fn signed_dot(sums: int32x4_t, weights: int8x16_t, x: *const i8) -> int32x4_t;
+}
+
+struct Neon;
+
+impl Engine for Neon {
+    common_ops!();
+}
+
+impl SignedDot for Neon {
+    #[inline(always)]
+    unsafe fn signed_dot(sums: int32x4_t, weights: int8x16_t, x: *const i8) -> int32x4_t {
+        let input = vld1q_s8(x);
+        let low = vmull_s8(vget_low_s8(weights), vget_low_s8(input));
+        let high = vmull_high_s8(weights, input);
+        vaddq_s32(sums, vpaddq_s32(vpaddlq_s16(low), vpaddlq_s16(high)))
+    }
+}
+
+signed_byte_codes!(Neon);
+
+struct NeonDotprod;
+
+impl Engine for NeonDotprod {
+    common_ops!();
+}
+
+signed_byte_codes!(NeonDotprod);
+
+impl SignedDot for NeonDotprod {
+    /// `sdot` written as assembly: its intrinsic (`vdotq_s32`) is not stable Rust yet.
+    #[inline]
+    #[target_feature(enable = "neon,dotprod")]
+    unsafe fn signed_dot(mut sums: int32x4_t, weights: int8x16_t, x: *const i8) -> int32x4_t {
+        std::arch::asm!(
+            "sdot {sums:v}.4s, {weights:v}.16b, {input:v}.16b",
+            sums = inout(vreg) sums,
+            weights = in(vreg) weights,
+            input = in(vreg) vld1q_s8(x),
+            options(pure, nomem, nostack, preserves_flags),
+        );
+        sums
+    }
+}
