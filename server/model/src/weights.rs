@@ -209,7 +209,7 @@ fn four_bit_blocks(parts: &[RawWeight], k: usize) -> Result<Option<(FourBit, Vec
         _ => None,
     };
     let Some(code) = parts.first().and_then(code_of) else { return Ok(None) };
-    if k % 32 != 0 || parts.iter().any(|p| code_of(p) != Some(code)) {
+    if !k.is_multiple_of(32) || parts.iter().any(|p| code_of(p) != Some(code)) {
         return Ok(None);
     }
     let mut blocks = Vec::new();

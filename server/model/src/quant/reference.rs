@@ -45,20 +45,21 @@ fn dot(w: &QuantMatrix, row: usize, weights: &[i32], x: &QuantizedRows, r: usize
         let w_scales = &w.scales[blocks.clone()][..span.blocks()];
         let x_scales = &x.scales[(r * x.width + span.start) / BLOCK..][..span.blocks()];
         let lanes = lanes_start + index * LANES..;
-        for lane in 0..LANES {
-            let mut exact = match w.values {
-                Values::Biased(_) => x.bias_corrections[lanes.clone()][lane],
-                Values::Nibbles { .. } => 0,
-            };
+        let (starts, mins) = match &w.values {
+            Values::Biased(_) => (&x.bias_corrections[lanes][..LANES], None),
+            Values::Nibbles { mins, .. } => (&[0; LANES][..], Some((&mins[blocks], &x.min_terms[lanes][..LANES]))),
+        };
+        for (lane, (acc, start)) in acc.iter_mut().zip(starts).enumerate() {
+            let mut exact = *start;
             for v in 0..span.vectors {
                 let at = v * VECTOR + lane * 4;
                 exact += (0..4).map(|i| wq[at + i] * xq[at + i] as i32).sum::<i32>();
             }
             let block = lane % span.blocks();
             let scaled = exact as f32 * x_scales[block];
-            acc[lane] = scaled.mul_add(w_scales[block], acc[lane]);
-            if let Values::Nibbles { mins, .. } = &w.values {
-                acc[lane] = mins[blocks.clone()][block].mul_add(x.min_terms[lanes.clone()][lane], acc[lane]);
+            *acc = scaled.mul_add(w_scales[block], *acc);
+            if let Some((w_mins, terms)) = mins {
+                *acc = w_mins[block].mul_add(terms[lane], *acc);
             }
         }
     }
