@@ -60,9 +60,10 @@ impl Kernel {
                     && std::arch::is_x86_feature_detected!("avx512vnni")
             }
             #[cfg(target_arch = "x86_64")]
-            Kernel::AvxVnni => crate::ops::has_avx2_fma() && std::arch::is_x86_feature_detected!("avxvnni"),
+            Kernel::AvxVnni => Kernel::Avx2.is_supported() && std::arch::is_x86_feature_detected!("avxvnni"),
+            // F16C converts 4-bit weights' scales; every AVX2 CPU has it.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => crate::ops::has_avx2_fma(),
+            Kernel::Avx2 => crate::ops::has_avx2_fma() && std::arch::is_x86_feature_detected!("f16c"),
             #[cfg(target_arch = "aarch64")]
             Kernel::NeonDotprod => {
                 std::arch::is_aarch64_feature_detected!("neon") && std::arch::is_aarch64_feature_detected!("dotprod")

@@ -14,19 +14,19 @@ use super::*;
 use std::arch::x86_64::*;
 
 /// [`QuantMatrix::multiply`] with AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match w.values {
-        Values::Biased(_) => narrow::multiply::<Avx2, Q8>(w, x, out, rows),
+        Values::Biased { .. } => narrow::multiply::<Avx2, Q8>(w, x, out, rows),
         Values::Nibbles { .. } => narrow::multiply::<Avx2, Q4>(w, x, out, rows),
     }
 }
 
 /// [`QuantMatrix::multiply`] with AVX2, FMA and AVX-VNNI.
-#[target_feature(enable = "avx2,fma,avxvnni")]
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 pub(super) unsafe fn multiply_vnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match w.values {
-        Values::Biased(_) => narrow::multiply::<AvxVnni, Q8>(w, x, out, rows),
+        Values::Biased { .. } => narrow::multiply::<AvxVnni, Q8>(w, x, out, rows),
         Values::Nibbles { .. } => narrow::multiply::<AvxVnni, Q4>(w, x, out, rows),
     }
 }
@@ -48,6 +48,16 @@ macro_rules! float_ops {
         #[inline(always)]
         unsafe fn pair(pair: *const f32) -> __m256 {
             _mm256_castpd_ps(_mm256_set1_pd(pair.cast::<f64>().read_unaligned()))
+        }
+
+        #[inline(always)]
+        unsafe fn load_halves(values: *const u16) -> __m256 {
+            _mm256_cvtph_ps(_mm_loadu_si128(values.cast()))
+        }
+
+        #[inline(always)]
+        unsafe fn pair_halves(pair: *const u16) -> __m256 {
+            _mm256_cvtph_ps(_mm_set1_epi32(pair.cast::<i32>().read_unaligned()))
         }
 
         #[inline(always)]

@@ -53,22 +53,30 @@ pub(super) unsafe fn bias_corrections(bytes: &[i8]) -> [i32; LANES] {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match &w.values {
-        Values::Biased(biased) => multiply_bytes(w, biased, x, out, rows),
+        Values::Biased { biased, scales } => multiply_bytes(w, biased, scales, x, out, rows),
         Values::Nibbles { .. } => narrow::multiply::<Avx512, Q4>(w, x, out, rows),
     }
 }
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn multiply_bytes(w: &QuantMatrix, biased: &[u8], x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+unsafe fn multiply_bytes(
+    w: &QuantMatrix,
+    biased: &[u8],
+    scales: &[f32],
+    x: &QuantizedRows,
+    out: &mut [f32],
+    rows: Range<usize>,
+) {
+    let weights = ByteRows { rows: w.rows, width: w.width, biased, scales };
     for (tile, group, at) in blocks(rows, x.rows) {
         // Up to 16 weight vectors held in registers: two weight rows at a time.
         match (tile, group) {
-            (TILE_ROWS, 4) => at.tile_by::<2>().for_each(|at| block::<2, 4>(w, biased, x, at, out)),
-            (TILE_ROWS, 3) => at.tile_by::<2>().for_each(|at| block::<2, 3>(w, biased, x, at, out)),
-            (TILE_ROWS, 2) => at.tile_by::<2>().for_each(|at| block::<2, 2>(w, biased, x, at, out)),
-            (TILE_ROWS, 1) => at.tile_by::<2>().for_each(|at| block::<2, 1>(w, biased, x, at, out)),
-            _ => at.one_by_one(tile, group).for_each(|at| block::<1, 1>(w, biased, x, at, out)),
+            (TILE_ROWS, 4) => at.tile_by::<2>().for_each(|at| block::<2, 4>(&weights, x, at, out)),
+            (TILE_ROWS, 3) => at.tile_by::<2>().for_each(|at| block::<2, 3>(&weights, x, at, out)),
+            (TILE_ROWS, 2) => at.tile_by::<2>().for_each(|at| block::<2, 2>(&weights, x, at, out)),
+            (TILE_ROWS, 1) => at.tile_by::<2>().for_each(|at| block::<2, 1>(&weights, x, at, out)),
+            _ => at.one_by_one(tile, group).for_each(|at| block::<1, 1>(&weights, x, at, out)),
         }
     }
 }
@@ -76,16 +84,10 @@ unsafe fn multiply_bytes(w: &QuantMatrix, biased: &[u8], x: &QuantizedRows, out:
 /// `R` weight rows times `G` input rows.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn block<const R: usize, const G: usize>(
-    w: &QuantMatrix,
-    biased: &[u8],
-    x: &QuantizedRows,
-    at: Block,
-    out: &mut [f32],
-) {
+unsafe fn block<const R: usize, const G: usize>(w: &ByteRows, x: &QuantizedRows, at: Block, out: &mut [f32]) {
     let m = x.rows;
     let rows = Operands::<R, G> {
-        w_rows: std::array::from_fn(|j| biased.as_ptr().add((at.row0 + j) * w.width)),
+        w_rows: std::array::from_fn(|j| w.biased.as_ptr().add((at.row0 + j) * w.width)),
         w_scales: std::array::from_fn(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK)),
         x_rows: std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width)),
         x_scales: std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK)),
@@ -109,6 +111,14 @@ unsafe fn block<const R: usize, const G: usize>(
             out[(at.column + j) * m + at.r0 + i] = sum_lanes(values);
         }
     }
+}
+
+/// Q8_0 weights of a [`QuantMatrix`].
+struct ByteRows<'a> {
+    rows: usize,
+    width: usize,
+    biased: &'a [u8],
+    scales: &'a [f32],
 }
 
 /// Where the rows of a block start: `R` weight rows and `G` input rows.
@@ -189,6 +199,16 @@ impl Engine for Avx512 {
     #[inline(always)]
     unsafe fn pair(pair: *const f32) -> __m512 {
         _mm512_castpd_ps(_mm512_set1_pd(pair.cast::<f64>().read_unaligned()))
+    }
+
+    #[inline(always)]
+    unsafe fn load_halves(values: *const u16) -> __m512 {
+        _mm512_cvtph_ps(_mm256_loadu_si256(values.cast()))
+    }
+
+    #[inline(always)]
+    unsafe fn pair_halves(pair: *const u16) -> __m512 {
+        _mm512_cvtph_ps(_mm256_set1_epi32(pair.cast::<i32>().read_unaligned()))
     }
 
     #[inline(always)]

@@ -62,17 +62,16 @@ pub struct QuantMatrix {
     width: usize,
     kernel: Kernel,
     values: Values,
-    /// One scale per block, row-major.
-    scales: Vec<f32>,
 }
 
-/// The quantized values of a [`QuantMatrix`], reordered within spans.
+/// The quantized values of a [`QuantMatrix`], reordered within spans, and their blocks'
+/// scales (and mins), row-major.
 enum Values {
-    /// Q8_0: values + 128.
-    Biased(Vec<u8>),
-    /// Q4_1: values 0…15 packed two to a byte ([`Span::packed`]), and one min per block,
-    /// row-major like the scales.
-    Nibbles { packed: Vec<u8>, mins: Vec<f32> },
+    /// Q8_0: values + 128, f32 scales.
+    Biased { biased: Vec<u8>, scales: Vec<f32> },
+    /// Q4_1: values 0…15 packed two to a byte ([`Span::packed`]); scales and mins as the
+    /// file stores them, f16 (bits).
+    Nibbles { packed: Vec<u8>, scales: Vec<u16>, mins: Vec<u16> },
 }
 
 /// A GGUF 4-bit block code whose values [`QuantMatrix::from_four_bit`] keeps exactly.
@@ -93,13 +92,15 @@ impl FourBit {
         }
     }
 
-    /// `(scale, min, values)` of one block (GGML order: value `i` in the low nibble of
-    /// byte `i`, value `i + 16` in its high nibble).
-    fn decode(self, block: &[u8]) -> (f32, f32, [u8; BLOCK]) {
-        let half = |at: usize| half::f16::from_le_bytes([block[at], block[at + 1]]).to_f32();
+    /// `(scale, min, values)` of one block, scale and min as f16 bits (GGML order: value
+    /// `i` in the low nibble of byte `i`, value `i + 16` in its high nibble).
+    fn decode(self, block: &[u8]) -> (u16, u16, [u8; BLOCK]) {
+        let half = |at: usize| u16::from_le_bytes([block[at], block[at + 1]]);
         let scale = half(0);
         let (min, quants) = match self {
-            FourBit::Q4_0 => (-8.0 * scale, &block[2..18]),
+            // −8 · scale: exact in f16 unless it overflows, which a file's scale cannot
+            // sensibly reach (|scale| ≥ 8192).
+            FourBit::Q4_0 => ((half::f16::from_bits(scale) * half::f16::from_f32(-8.0)).to_bits(), &block[2..18]),
             FourBit::Q4_1 => (half(2), &block[4..20]),
         };
         let values = std::array::from_fn(|i| if i < 16 { quants[i] & 0x0F } else { quants[i - 16] >> 4 });
@@ -181,7 +182,7 @@ impl QuantMatrix {
             quantize_row(row, &mut quants, &mut scales, kernel);
             biased.extend(quants.iter().map(|&q| (q as i16 + 128) as u8));
         }
-        QuantMatrix { rows, cols, width, kernel, values: Values::Biased(biased), scales }
+        QuantMatrix { rows, cols, width, kernel, values: Values::Biased { biased, scales } }
     }
 
     /// Keeps 4-bit weights `[rows, cols]` given as GGUF blocks (`cols` a multiple of 32)
@@ -192,8 +193,8 @@ impl QuantMatrix {
         assert_eq!(blocks.len(), rows * cols / BLOCK * code.block_bytes(), "blocks must cover rows × cols");
         let width = cols.next_multiple_of(VECTOR);
         let mut packed = vec![0u8; rows * width / 2];
-        let mut scales = vec![0f32; rows * width / BLOCK];
-        let mut mins = vec![0f32; rows * width / BLOCK];
+        let mut scales = vec![0u16; rows * width / BLOCK];
+        let mut mins = vec![0u16; rows * width / BLOCK];
         let mut row_blocks = blocks.chunks_exact(code.block_bytes());
         for row in 0..rows {
             let packed_row = &mut packed[row * width / 2..][..width / 2];
@@ -212,7 +213,7 @@ impl QuantMatrix {
                 }
             }
         }
-        QuantMatrix { rows, cols, width, kernel, values: Values::Nibbles { packed, mins }, scales }
+        QuantMatrix { rows, cols, width, kernel, values: Values::Nibbles { packed, scales, mins } }
     }
 
     #[cfg(test)]
@@ -558,6 +559,7 @@ mod tests {
                 .chunks_exact(code.block_bytes())
                 .flat_map(|b| {
                     let (scale, min, values) = code.decode(b);
+                    let (scale, min) = (half::f16::from_bits(scale).to_f32(), half::f16::from_bits(min).to_f32());
                     values.map(|q| scale * q as f32 + min)
                 })
                 .collect();
@@ -597,10 +599,11 @@ mod tests {
         q4_1[..2].copy_from_slice(&half::f16::from_f32(0.5).to_le_bytes());
         q4_1[2..4].copy_from_slice(&half::f16::from_f32(-1.0).to_le_bytes());
         q4_1[4] = 0x3A; // value 0 = 0xA, value 16 = 0x3
+        let float = |bits| half::f16::from_bits(bits).to_f32();
         let (scale, min, values) = FourBit::Q4_1.decode(&q4_1);
-        assert_eq!((scale, min, values[0], values[16], values[1]), (0.5, -1.0, 10, 3, 0));
+        assert_eq!((float(scale), float(min), values[0], values[16], values[1]), (0.5, -1.0, 10, 3, 0));
         let (scale, min, values) = FourBit::Q4_0.decode(&[&q4_1[..2], &q4_1[4..]].concat());
-        assert_eq!((scale, min, values[0], values[16]), (0.5, -4.0, 10, 3));
+        assert_eq!((float(scale), float(min), values[0], values[16]), (0.5, -4.0, 10, 3));
     }
 
     #[test]

@@ -23,6 +23,10 @@ pub(super) trait Engine {
     unsafe fn load(values: *const f32) -> Self::Float;
     /// `[s0, s1, s0, s1, …]` from `pair`.
     unsafe fn pair(pair: *const f32) -> Self::Float;
+    /// [`Engine::load`] from f16 values (bits).
+    unsafe fn load_halves(values: *const u16) -> Self::Float;
+    /// [`Engine::pair`] from f16 values (bits).
+    unsafe fn pair_halves(pair: *const u16) -> Self::Float;
     unsafe fn zero() -> Self::Float;
     /// `acc + (sums as f32 × x_scale) × w_scale`, the last step fused.
     unsafe fn accumulate(acc: Self::Float, sums: Self::Int, x_scale: Self::Float, w_scale: Self::Float) -> Self::Float;
@@ -78,12 +82,44 @@ pub(super) trait NibbleWeights: Engine {
     }
 }
 
+/// How block values (scales, mins) are stored: f32 or f16 bits.
+pub(super) trait Stored: Copy {
+    unsafe fn lanes<E: Engine>(values: *const Self) -> E::Float;
+    unsafe fn pair<E: Engine>(pair: *const Self) -> E::Float;
+}
+
+impl Stored for f32 {
+    #[inline(always)]
+    unsafe fn lanes<E: Engine>(values: *const f32) -> E::Float {
+        E::load(values)
+    }
+
+    #[inline(always)]
+    unsafe fn pair<E: Engine>(pair: *const f32) -> E::Float {
+        E::pair(pair)
+    }
+}
+
+impl Stored for u16 {
+    #[inline(always)]
+    unsafe fn lanes<E: Engine>(values: *const u16) -> E::Float {
+        E::load_halves(values)
+    }
+
+    #[inline(always)]
+    unsafe fn pair<E: Engine>(pair: *const u16) -> E::Float {
+        E::pair_halves(pair)
+    }
+}
+
 /// How the loop reads and multiplies one weight code on engine `E`.
 pub(super) trait Code<E: Engine> {
     /// A part of one weight vector, ready to multiply.
     type Weights: Copy;
     /// A span's exact sums while it runs.
     type Sums: Copy;
+    /// How the code stores its block scales and mins.
+    type Scale: Stored;
     /// Vectors of a full span one load brings.
     const STEP: usize;
     /// Whether a block of four input rows meets one weight row at a time.
@@ -93,6 +129,8 @@ pub(super) trait Code<E: Engine> {
 
     /// Where weight row `row`'s values start.
     fn row(w: &QuantMatrix, row: usize) -> *const u8;
+    /// Where weight row `row`'s block scales and (if [`Code::MINS`]) mins start.
+    fn scales(w: &QuantMatrix, row: usize) -> (*const Self::Scale, *const Self::Scale);
     /// The part `part` of the weight vectors of `span` that load `step` brings
     /// (the second is the first again where a load brings one vector).
     unsafe fn load(row: *const u8, span: Span, step: usize, part: usize) -> (Self::Weights, Self::Weights);
@@ -116,13 +154,19 @@ pub(super) struct Q8;
 impl<E: ByteWeights> Code<E> for Q8 {
     type Weights = E::Bytes;
     type Sums = E::Int;
+    type Scale = f32;
     const STEP: usize = 1;
     const ONE_ROW_FOR_FOUR: bool = E::PAIRED_WEIGHTS;
     const MINS: bool = false;
 
     fn row(w: &QuantMatrix, row: usize) -> *const u8 {
-        let Values::Biased(biased) = &w.values else { unreachable!("Q8 code on 4-bit weights") };
+        let Values::Biased { biased, .. } = &w.values else { unreachable!("Q8 code on 4-bit weights") };
         biased[row * w.width..].as_ptr()
+    }
+
+    fn scales(w: &QuantMatrix, row: usize) -> (*const f32, *const f32) {
+        let Values::Biased { scales, .. } = &w.values else { unreachable!("Q8 code on 4-bit weights") };
+        (scales[row * w.width / BLOCK..].as_ptr(), std::ptr::null())
     }
 
     #[inline(always)]
@@ -153,6 +197,7 @@ pub(super) struct Q4;
 impl<E: NibbleWeights> Code<E> for Q4 {
     type Weights = E::Nibbles;
     type Sums = E::Partial;
+    type Scale = u16;
     const STEP: usize = 2;
     const ONE_ROW_FOR_FOUR: bool = false;
     const MINS: bool = true;
@@ -160,6 +205,12 @@ impl<E: NibbleWeights> Code<E> for Q4 {
     fn row(w: &QuantMatrix, row: usize) -> *const u8 {
         let Values::Nibbles { packed, .. } = &w.values else { unreachable!("4-bit code on Q8_0 weights") };
         packed[row * w.width / 2..].as_ptr()
+    }
+
+    fn scales(w: &QuantMatrix, row: usize) -> (*const u16, *const u16) {
+        let Values::Nibbles { scales, mins, .. } = &w.values else { unreachable!("4-bit code on Q8_0 weights") };
+        let first = row * w.width / BLOCK;
+        (scales[first..].as_ptr(), mins[first..].as_ptr())
     }
 
     #[inline(always)]
@@ -256,11 +307,7 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
     let lanes_per_part = LANES / E::PARTS;
     let bytes_per_part = VECTOR / E::PARTS;
     let w_rows: [*const u8; R] = std::array::from_fn(|j| C::row(w, at.row0 + j));
-    let w_scales: [*const f32; R] = std::array::from_fn(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK));
-    let w_mins: [*const f32; R] = match &w.values {
-        Values::Nibbles { mins, .. } => std::array::from_fn(|j| mins.as_ptr().add((at.row0 + j) * w.width / BLOCK)),
-        Values::Biased(_) => [std::ptr::null(); R],
-    };
+    let w_scales: [(*const C::Scale, *const C::Scale); R] = std::array::from_fn(|j| C::scales(w, at.row0 + j));
     let x_rows: [*const i8; G] = std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width));
     let x_scales: [*const f32; G] = std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK));
     // Only the code's own per-lane values exist (the other vector is empty).
@@ -300,17 +347,17 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
             }
             let mut x_scale = [E::zero(); G];
             for i in 0..G {
-                x_scale[i] = part_scales::<E>(x_scales[i], span, part);
+                x_scale[i] = part_scales::<E, f32>(x_scales[i], span, part);
             }
             for j in 0..R {
-                let w_scale = part_scales::<E>(w_scales[j], span, part);
+                let w_scale = part_scales::<E, C::Scale>(w_scales[j].0, span, part);
                 for i in 0..G {
                     acc[j][i] = E::accumulate(acc[j][i], C::finish(sums[j][i]), x_scale[i], w_scale);
                 }
             }
             if C::MINS {
                 for j in 0..R {
-                    let w_min = part_scales::<E>(w_mins[j], span, part);
+                    let w_min = part_scales::<E, C::Scale>(w_scales[j].1, span, part);
                     for i in 0..G {
                         acc[j][i] = E::fused(acc[j][i], w_min, E::load(x_min_terms[i].add(lane_offset)));
                     }
@@ -333,11 +380,11 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
 /// The block values (scales or mins) of a row's `span` that match the lanes of `part`:
 /// lane `l` of a full span holds block `l`, of a one-vector span block `l % 2`.
 #[inline(always)]
-unsafe fn part_scales<E: Engine>(row_scales: *const f32, span: Span, part: usize) -> E::Float {
+unsafe fn part_scales<E: Engine, S: Stored>(row_scales: *const S, span: Span, part: usize) -> E::Float {
     let first = row_scales.add(span.start / BLOCK);
     if span.vectors == SPAN_VECTORS {
-        E::load(first.add(part * LANES / E::PARTS))
+        S::lanes::<E>(first.add(part * LANES / E::PARTS))
     } else {
-        E::pair(first)
+        S::pair::<E>(first)
     }
 }

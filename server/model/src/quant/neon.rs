@@ -12,7 +12,7 @@ use std::arch::aarch64::*;
 #[target_feature(enable = "neon")]
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match w.values {
-        Values::Biased(_) => narrow::multiply::<Neon, Q8>(w, x, out, rows),
+        Values::Biased { .. } => narrow::multiply::<Neon, Q8>(w, x, out, rows),
         Values::Nibbles { .. } => narrow::multiply::<Neon, Q4>(w, x, out, rows),
     }
 }
@@ -21,7 +21,7 @@ pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32
 #[target_feature(enable = "neon,dotprod")]
 pub(super) unsafe fn multiply_dotprod(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match w.values {
-        Values::Biased(_) => narrow::multiply::<NeonDotprod, Q8>(w, x, out, rows),
+        Values::Biased { .. } => narrow::multiply::<NeonDotprod, Q8>(w, x, out, rows),
         Values::Nibbles { .. } => narrow::multiply::<NeonDotprod, Q4>(w, x, out, rows),
     }
 }
@@ -76,6 +76,20 @@ macro_rules! signed_byte_codes {
     };
 }
 
+/// Four f16 values (bits) as f32 (`fcvtl` in assembly: Rust's f16 vector types are not
+/// stable yet).
+#[inline(always)]
+unsafe fn widen_halves(halves: uint16x4_t) -> float32x4_t {
+    let widened: float32x4_t;
+    std::arch::asm!(
+        "fcvtl {out:v}.4s, {halves:v}.4h",
+        out = lateout(vreg) widened,
+        halves = in(vreg) halves,
+        options(pure, nomem, nostack, preserves_flags),
+    );
+    widened
+}
+
 /// Everything but the integer products, common to both engines.
 macro_rules! common_ops {
     () => {
@@ -92,6 +106,16 @@ macro_rules! common_ops {
         unsafe fn pair(pair: *const f32) -> float32x4_t {
             let two = vld1_f32(pair);
             vcombine_f32(two, two)
+        }
+
+        #[inline(always)]
+        unsafe fn load_halves(values: *const u16) -> float32x4_t {
+            widen_halves(vld1_u16(values))
+        }
+
+        #[inline(always)]
+        unsafe fn pair_halves(pair: *const u16) -> float32x4_t {
+            widen_halves(vreinterpret_u16_u32(vdup_n_u32(pair.cast::<u32>().read_unaligned())))
         }
 
         #[inline(always)]

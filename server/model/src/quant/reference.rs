@@ -17,7 +17,7 @@ pub(super) fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows
 /// Weight row `row` as integers in the reordered layout: biased bytes (Q8_0) or 4-bit values.
 fn unpack_row(w: &QuantMatrix, row: usize, weights: &mut [i32]) {
     match &w.values {
-        Values::Biased(biased) => {
+        Values::Biased { biased, .. } => {
             for (value, &b) in weights.iter_mut().zip(&biased[row * w.width..][..w.width]) {
                 *value = b as i32;
             }
@@ -42,12 +42,17 @@ fn dot(w: &QuantMatrix, row: usize, weights: &[i32], x: &QuantizedRows, r: usize
         let wq = &weights[span.start..][..len];
         let xq = &x.quants[r * x.width + span.start..][..len];
         let blocks = (row * w.width + span.start) / BLOCK..;
-        let w_scales = &w.scales[blocks.clone()][..span.blocks()];
+        let blocks = blocks.start..blocks.start + span.blocks();
         let x_scales = &x.scales[(r * x.width + span.start) / BLOCK..][..span.blocks()];
         let lanes = lanes_start + index * LANES..;
-        let (starts, mins) = match &w.values {
-            Values::Biased(_) => (&x.bias_corrections[lanes][..LANES], None),
-            Values::Nibbles { mins, .. } => (&[0; LANES][..], Some((&mins[blocks], &x.min_terms[lanes][..LANES]))),
+        let half = |bits: &[u16]| bits[..span.blocks()].iter().map(|&b| half::f16::from_bits(b).to_f32()).collect();
+        let (starts, w_scales, mins): (_, Vec<f32>, _) = match &w.values {
+            Values::Biased { scales, .. } => (&x.bias_corrections[lanes][..LANES], scales[blocks].to_vec(), None),
+            Values::Nibbles { scales, mins, .. } => (
+                &[0; LANES][..],
+                half(&scales[blocks.clone()]),
+                Some((half(&mins[blocks]), &x.min_terms[lanes][..LANES])),
+            ),
         };
         for (lane, (acc, start)) in acc.iter_mut().zip(starts).enumerate() {
             let mut exact = *start;
@@ -58,7 +63,7 @@ fn dot(w: &QuantMatrix, row: usize, weights: &[i32], x: &QuantizedRows, r: usize
             let block = lane % span.blocks();
             let scaled = exact as f32 * x_scales[block];
             *acc = scaled.mul_add(w_scales[block], *acc);
-            if let Some((w_mins, terms)) = mins {
+            if let Some((w_mins, terms)) = &mins {
                 *acc = w_mins[block].mul_add(terms[lane], *acc);
             }
         }
