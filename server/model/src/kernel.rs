@@ -1,6 +1,6 @@
 //! Which instruction set the forward pass runs on.
 //!
-//! The model's own kernels (the Q8_0 matmul of [`crate::q8`], attention) exist in one
+//! The model's own kernels (the quantized matmul of [`crate::quant`], attention) exist in one
 //! version per CPU class. The best one the CPU supports is picked at load time; a
 //! kernel can be forced with [`crate::LoadOptions::kernel`] or the environment variable
 //! [`KERNEL_ENV`] (to compare kernels on one machine, or to test each one). Every kernel
@@ -20,7 +20,7 @@ pub enum Kernel {
     Avx512Vnni,
     /// x86-64 with AVX2, FMA and the VEX form of VNNI (recent Intel and AMD).
     AvxVnni,
-    /// x86-64 with AVX2 and FMA: byte products through `vpmaddubsw` / `vpmaddwd`.
+    /// x86-64 with AVX2, FMA and F16C: byte products through `vpmaddubsw` / `vpmaddwd`.
     Avx2,
     /// aarch64 with the dot-product extension (`sdot`).
     NeonDotprod,

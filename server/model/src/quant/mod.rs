@@ -9,7 +9,7 @@
 //! CPU this is what makes verifying a draft tree cost little more than decoding one token;
 //! 4-bit weights halve the bytes a one-token pass streams.
 //!
-//! Layout: a row is cut into [`Span`]s of 256 values (a 64-value tail where the width is
+//! Layout: a row is cut into [`Span`]s of 512 values (a 64-value tail where the width is
 //! not a multiple of 256). Within a span the values are reordered so that 32-bit lane `j`
 //! of every 64-byte vector holds four values of block `j % blocks`: the lane then sums
 //! integer products of one block across the whole span, and a vector of the span's block
