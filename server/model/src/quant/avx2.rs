@@ -31,6 +31,38 @@ pub(super) unsafe fn multiply_vnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut
     }
 }
 
+/// [`quantize_row_portable`] with 8-lane vectors.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
+    quantize_blocks::<Avx2>(row, quants, scales)
+}
+
+impl BlockQuantizer for Avx2 {
+    #[inline(always)]
+    unsafe fn quantize(block: &[f32; BLOCK], q: &mut [i8; BLOCK]) -> f32 {
+        let values: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(block.as_ptr().add(8 * i)));
+        let magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(i32::MAX));
+        let mut max = _mm256_and_ps(values[0], magnitude);
+        for v in &values[1..] {
+            max = _mm256_max_ps(max, _mm256_and_ps(*v, magnitude));
+        }
+        let four = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps(max, 1));
+        let two = _mm_max_ps(four, _mm_movehl_ps(four, four));
+        let max = _mm_cvtss_f32(_mm_max_ss(two, _mm_shuffle_ps(two, two, 1)));
+        let scale = max / 127.0;
+        let inverse = _mm256_set1_ps(if scale == 0.0 { 0.0 } else { 1.0 / scale });
+        for (v, bytes) in values.into_iter().zip(q.chunks_exact_mut(8)) {
+            let rounded =
+                _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(v, inverse));
+            let clamped = _mm256_min_ps(_mm256_max_ps(rounded, _mm256_set1_ps(-127.0)), _mm256_set1_ps(127.0));
+            let ints = _mm256_cvtps_epi32(clamped);
+            let words = _mm_packs_epi32(_mm256_castsi256_si128(ints), _mm256_extracti128_si256(ints, 1));
+            _mm_storel_epi64(bytes.as_mut_ptr().cast(), _mm_packs_epi16(words, words));
+        }
+        scale
+    }
+}
+
 struct Avx2;
 
 /// The float side and the nibbles, common to both engines.

@@ -6,35 +6,28 @@ use super::narrow::{self, Engine, NibbleWeights, Q4};
 use super::*;
 use std::arch::x86_64::*;
 
-/// [`quantize_row_portable`] a block (two vectors) at a time: the same maximum, scale,
-/// rounding (to nearest, ties to even) and clamping, so the same bytes.
+/// [`quantize_row_portable`] with 16-lane vectors.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
-    let mut block = [0f32; BLOCK];
-    let mut q = [0i8; BLOCK];
-    for span in spans(quants.len()) {
-        let out = &mut quants[span.start..][..span.vectors * VECTOR];
-        for b in 0..span.blocks() {
-            let start = span.start + b * BLOCK;
-            let values = &row[start.min(row.len())..(start + BLOCK).min(row.len())];
-            block[..values.len()].copy_from_slice(values);
-            block[values.len()..].fill(0.0);
-            let halves = [_mm512_loadu_ps(block.as_ptr()), _mm512_loadu_ps(block.as_ptr().add(LANES))];
-            let max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(halves[0]), _mm512_abs_ps(halves[1])));
-            let scale = max / 127.0;
-            let inverse = _mm512_set1_ps(if scale == 0.0 { 0.0 } else { 1.0 / scale });
-            for (half, bytes) in halves.into_iter().zip(q.chunks_exact_mut(LANES)) {
-                let rounded = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
-                    half, inverse,
-                ));
-                let clamped = _mm512_min_ps(_mm512_max_ps(rounded, _mm512_set1_ps(-127.0)), _mm512_set1_ps(127.0));
-                _mm_storeu_si128(bytes.as_mut_ptr().cast(), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(clamped)));
-            }
-            for (four, e) in q.chunks_exact(4).zip((0..BLOCK).step_by(4)) {
-                out[span.position(b, e)..][..4].copy_from_slice(four);
-            }
-            scales.push(scale);
+    quantize_blocks::<Quantizer>(row, quants, scales)
+}
+
+struct Quantizer;
+
+impl BlockQuantizer for Quantizer {
+    #[inline(always)]
+    unsafe fn quantize(block: &[f32; BLOCK], q: &mut [i8; BLOCK]) -> f32 {
+        let halves = [_mm512_loadu_ps(block.as_ptr()), _mm512_loadu_ps(block.as_ptr().add(LANES))];
+        let max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(halves[0]), _mm512_abs_ps(halves[1])));
+        let scale = max / 127.0;
+        let inverse = _mm512_set1_ps(if scale == 0.0 { 0.0 } else { 1.0 / scale });
+        for (half, bytes) in halves.into_iter().zip(q.chunks_exact_mut(LANES)) {
+            let rounded =
+                _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(half, inverse));
+            let clamped = _mm512_min_ps(_mm512_max_ps(rounded, _mm512_set1_ps(-127.0)), _mm512_set1_ps(127.0));
+            _mm_storeu_si128(bytes.as_mut_ptr().cast(), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(clamped)));
         }
+        scale
     }
 }
 

@@ -361,16 +361,47 @@ fn lane_sums(bytes: &[i8]) -> [i32; LANES] {
 /// the spans' order (see [`Span::position`]).
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>, kernel: Kernel) {
+    // SAFETY (both arms): the CPU has the features the functions are compiled for.
     #[cfg(target_arch = "x86_64")]
-    if kernel == Kernel::Avx512Vnni {
-        // SAFETY: the CPU has the features the function is compiled for.
-        unsafe { avx512::quantize_row(row, quants, scales) };
-        return;
+    match kernel {
+        Kernel::Avx512Vnni => return unsafe { avx512::quantize_row(row, quants, scales) },
+        Kernel::AvxVnni | Kernel::Avx2 => return unsafe { avx2::quantize_row(row, quants, scales) },
+        _ => {}
     }
     quantize_row_portable(row, quants, scales);
 }
 
 fn quantize_row_portable(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
+    // SAFETY: the portable block code needs no CPU feature.
+    unsafe { quantize_blocks::<Portable>(row, quants, scales) }
+}
+
+/// Quantizes one block of 32 values: returns `scale = max|v| / 127` and writes
+/// `q = round(v / scale)` (to nearest, ties to even; clamped to ±127). Vector versions
+/// compute the same maximum, scale and rounding, so the same bytes.
+trait BlockQuantizer {
+    unsafe fn quantize(block: &[f32; BLOCK], q: &mut [i8; BLOCK]) -> f32;
+}
+
+struct Portable;
+
+impl BlockQuantizer for Portable {
+    #[inline(always)]
+    unsafe fn quantize(block: &[f32; BLOCK], q: &mut [i8; BLOCK]) -> f32 {
+        let max = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = max / 127.0;
+        let inverse = if scale == 0.0 { 0.0 } else { 1.0 / scale };
+        for (q, v) in q.iter_mut().zip(block) {
+            *q = (v * inverse).round_ties_even().clamp(-127.0, 127.0) as i8;
+        }
+        scale
+    }
+}
+
+/// The blocks of `row` (zero-padded) through `Q`, in the spans' order. The caller runs it
+/// with `Q`'s target features.
+#[inline(always)]
+unsafe fn quantize_blocks<Q: BlockQuantizer>(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
     let mut block = [0f32; BLOCK];
     let mut q = [0i8; BLOCK];
     for span in spans(quants.len()) {
@@ -380,16 +411,10 @@ fn quantize_row_portable(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) 
             let values = &row[start.min(row.len())..(start + BLOCK).min(row.len())];
             block[..values.len()].copy_from_slice(values);
             block[values.len()..].fill(0.0);
-            let max = block.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let scale = max / 127.0;
-            let inverse = if scale == 0.0 { 0.0 } else { 1.0 / scale };
-            for (q, v) in q.iter_mut().zip(&block) {
-                *q = (v * inverse).round_ties_even().clamp(-127.0, 127.0) as i8;
-            }
+            scales.push(Q::quantize(&block, &mut q));
             for (four, e) in q.chunks_exact(4).zip((0..BLOCK).step_by(4)) {
                 out[span.position(b, e)..][..4].copy_from_slice(four);
             }
-            scales.push(scale);
         }
     }
 }
