@@ -37,6 +37,24 @@ pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut V
     quantize_blocks::<Avx2>(row, quants, scales)
 }
 
+/// [`super::lane_sums`]: byte pairs by `vpmaddubsw` with ones, then pairs of pairs by
+/// `vpmaddwd` with ones, per half vector.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn lane_sums(bytes: &[i8]) -> [i32; LANES] {
+    let (ones, pairs) = (_mm256_set1_epi8(1), _mm256_set1_epi16(1));
+    let mut halves = [_mm256_setzero_si256(); 2];
+    for vector in bytes.chunks_exact(VECTOR) {
+        for (h, half) in halves.iter_mut().enumerate() {
+            let words = _mm256_maddubs_epi16(ones, _mm256_loadu_si256(vector.as_ptr().add(32 * h).cast()));
+            *half = _mm256_add_epi32(*half, _mm256_madd_epi16(words, pairs));
+        }
+    }
+    let mut lanes = [0i32; LANES];
+    _mm256_storeu_si256(lanes.as_mut_ptr().cast(), halves[0]);
+    _mm256_storeu_si256(lanes.as_mut_ptr().add(8).cast(), halves[1]);
+    lanes
+}
+
 impl BlockQuantizer for Avx2 {
     #[inline(always)]
     unsafe fn quantize(block: &[f32; BLOCK], q: &mut [i8; BLOCK]) -> f32 {

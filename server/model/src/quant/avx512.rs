@@ -31,15 +31,15 @@ impl BlockQuantizer for Quantizer {
     }
 }
 
-/// [`super::bias_corrections`] with one `vpdpbusd` by a vector of ones per vector.
+/// [`super::lane_sums`] with one `vpdpbusd` by a vector of ones per vector.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn bias_corrections(bytes: &[i8]) -> [i32; LANES] {
+pub(super) unsafe fn lane_sums(bytes: &[i8]) -> [i32; LANES] {
     let mut sums = _mm512_setzero_si512();
     for vector in bytes.chunks_exact(VECTOR) {
         sums = _mm512_dpbusd_epi32(sums, _mm512_set1_epi8(1), _mm512_loadu_si512(vector.as_ptr().cast()));
     }
     let mut lanes = [0i32; LANES];
-    _mm512_storeu_si512(lanes.as_mut_ptr().cast(), _mm512_mullo_epi32(sums, _mm512_set1_epi32(-128)));
+    _mm512_storeu_si512(lanes.as_mut_ptr().cast(), sums);
     lanes
 }
 

@@ -282,13 +282,12 @@ impl QuantizedRows {
             let first_scale = self.scales.len();
             quantize_row(row, quants, &mut self.scales, kernel);
             for span in spans(self.width) {
-                let bytes = &quants[span.start..][..span.vectors * VECTOR];
+                let sums = lane_sums(&quants[span.start..][..span.vectors * VECTOR], kernel);
                 if four_bit {
                     let scales = &self.scales[first_scale + span.start / BLOCK..][..span.blocks()];
-                    let sums = lane_sums(bytes);
                     self.min_terms.extend((0..LANES).map(|lane| sums[lane] as f32 * scales[lane % span.blocks()]));
                 } else {
-                    self.bias_corrections.extend(bias_corrections(bytes, kernel));
+                    self.bias_corrections.extend(sums.map(|sum| -128 * sum));
                 }
             }
         }
@@ -336,23 +335,20 @@ impl Block {
     }
 }
 
-/// Per lane of a span's input bytes: −128 × the sum of the bytes the lane meets.
-#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn bias_corrections(bytes: &[i8], kernel: Kernel) -> [i32; LANES] {
-    #[cfg(target_arch = "x86_64")]
-    if kernel == Kernel::Avx512Vnni {
-        // SAFETY: the CPU has the features the function is compiled for.
-        return unsafe { avx512::bias_corrections(bytes) };
-    }
-    bias_corrections_portable(bytes)
-}
-
-fn bias_corrections_portable(bytes: &[i8]) -> [i32; LANES] {
-    lane_sums(bytes).map(|sum| -128 * sum)
-}
-
 /// Per lane of a span's input bytes: the sum of the bytes the lane meets.
-fn lane_sums(bytes: &[i8]) -> [i32; LANES] {
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn lane_sums(bytes: &[i8], kernel: Kernel) -> [i32; LANES] {
+    // SAFETY (both arms): the CPU has the features the functions are compiled for.
+    #[cfg(target_arch = "x86_64")]
+    match kernel {
+        Kernel::Avx512Vnni => return unsafe { avx512::lane_sums(bytes) },
+        Kernel::AvxVnni | Kernel::Avx2 => return unsafe { avx2::lane_sums(bytes) },
+        _ => {}
+    }
+    lane_sums_portable(bytes)
+}
+
+fn lane_sums_portable(bytes: &[i8]) -> [i32; LANES] {
     std::array::from_fn(|lane| bytes.chunks_exact(VECTOR).flat_map(|v| &v[lane * 4..][..4]).map(|&q| q as i32).sum())
 }
 
@@ -529,13 +525,8 @@ mod tests {
                 assert_eq!((&plain, &plain_scales), (&fast, &fast_scales), "{kernel}: {cols} columns");
                 for span in spans(width) {
                     let bytes = &plain[span.start..][..span.vectors * VECTOR];
-                    let expected = bias_corrections_portable(bytes);
-                    assert_eq!(
-                        bias_corrections(bytes, kernel),
-                        expected,
-                        "{kernel}: {cols} columns, span {}",
-                        span.start
-                    );
+                    let expected = lane_sums_portable(bytes);
+                    assert_eq!(lane_sums(bytes, kernel), expected, "{kernel}: {cols} columns, span {}", span.start);
                 }
             }
         }
