@@ -8,7 +8,8 @@
 //! is what keeps tree passes bit-identical to one-token passes.
 //!
 //! The two loops over the cache rows (scores, weighted sum of values) are where the time
-//! goes once the context is long. On x86-64 with AVX2 and FMA they run in [`x86`]: several
+//! goes once the context is long. On x86-64 with AVX2 and FMA and on aarch64 NEON they run
+//! in [`vector`], on 8-lane vectors ([`lanes`]): several
 //! queries share each loaded cache row, so a tree pass reads the cache from L2 a few times
 //! instead of once per query and head. [`portable`] is the same arithmetic written plainly
 //! (and what the vector code is tested against): an 8-lane partial sum per score combined as
@@ -29,9 +30,9 @@ pub struct KvRows<'a> {
 
 /// Attention for a block of query heads that share one kv head: writes query `r`'s output
 /// to `outs[r]`. `scores` is scratch space kept by the caller across calls. On `kernel`'s
-/// CPU class the vector code runs (x86), else the portable code (which aarch64 compilers
-/// vectorize with NEON); both give the same bits.
-#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+/// CPU class the vector code runs (AVX2, AVX-512, NEON), else the portable code; both give
+/// the same bits.
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(unused_variables))]
 pub fn attend_block(
     kernel: Kernel,
     queries: &[&[f32]],
@@ -52,13 +53,16 @@ pub fn attend_block(
     let widths = queries.iter().map(|q| q.len()).chain(outs.iter().map(|o| o.len()));
     assert!(widths.into_iter().all(|w| w == d), "queries and outputs are head_dim wide");
     let work = Attention { queries, pending, kv, scale };
-    #[cfg(target_arch = "x86_64")]
     if d.is_multiple_of(8) {
-        // SAFETY (both arms): the model runs only on kernels the CPU supports, and the
+        // SAFETY (every arm): the model runs only on kernels the CPU supports, and the
         // asserts above keep every row the vector code reads in bounds.
         match kernel {
-            Kernel::Avx512Vnni => return unsafe { x86::attend_avx512(&work, scores, outs) },
-            Kernel::AvxVnni | Kernel::Avx2 => return unsafe { x86::attend_avx2(&work, scores, outs) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => return unsafe { vector::attend_avx512(&work, scores, outs) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni | Kernel::Avx2 => return unsafe { vector::attend_avx2(&work, scores, outs) },
+            #[cfg(target_arch = "aarch64")]
+            Kernel::NeonDotprod | Kernel::Neon => return unsafe { vector::attend_neon(&work, scores, outs) },
             _ => {}
         }
     }
@@ -121,7 +125,7 @@ mod exp_constants {
 }
 
 /// `e^x` for `x ≤ 0` to about one ulp (inputs below −87 give e^−87), written so that the
-/// 8-lane version in [`x86`] computes the same bits: softmax weights must not depend on
+/// 8-lane version in [`vector`] computes the same bits: softmax weights must not depend on
 /// which path or batch computed them, and a library `expf` has no vector twin.
 #[inline(always)]
 fn exp(x: f32) -> f32 {
@@ -215,27 +219,35 @@ mod portable {
     }
 }
 
-/// The same arithmetic with AVX2/FMA intrinsics on 8-lane vectors, several queries at a
-/// time. Compiled once for AVX2 (16 registers) and once with AVX-512VL enabled, where the
-/// same code gets 32 registers and keeps every accumulator in one.
-#[cfg(target_arch = "x86_64")]
-mod x86 {
+/// The same arithmetic on 8-lane vectors ([`lanes::Lanes`]), several queries at a time.
+/// Compiled for AVX2 (16 registers), with AVX-512VL enabled (32 registers: every
+/// accumulator in one) and for NEON (an 8-lane vector is two registers).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod vector {
+    use super::lanes::Lanes;
     use super::*;
-    use std::arch::x86_64::*;
 
     /// Queries that share each loaded cache row.
     const QUERY_GROUP: usize = 4;
     /// Queries that share each loaded value row in the weighted sum.
     const SUM_GROUP: usize = 2;
 
+    #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
     pub(super) unsafe fn attend_avx512(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend(work, scores, outs)
+        attend::<super::lanes::Avx2>(work, scores, outs)
     }
 
+    #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn attend_avx2(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend(work, scores, outs)
+        attend::<super::lanes::Avx2>(work, scores, outs)
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    #[target_feature(enable = "neon")]
+    pub(super) unsafe fn attend_neon(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+        attend::<super::lanes::Neon>(work, scores, outs)
     }
 
     /// Needs `head_dim` to be a multiple of 8 and the rows checked by [`attend_block`].
@@ -243,7 +255,7 @@ mod x86 {
     /// compiled inside the entry points above with their registers (the intrinsics are
     /// inlined there).
     #[inline(always)]
-    unsafe fn attend(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+    unsafe fn attend<L: Lanes>(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
         let mut rows = work.score_rows(scores);
         let n = work.queries.len();
         let mut start = 0;
@@ -251,17 +263,17 @@ mod x86 {
             let group = start..(start + QUERY_GROUP).min(n);
             let (queries, rows) = (&work.queries[group.clone()], &mut rows[group.clone()]);
             match group.len() {
-                4 => score_cache::<4, 4>(queries, work, rows),
-                3 => score_cache::<3, 4>(queries, work, rows),
-                2 => score_cache::<2, 8>(queries, work, rows),
-                _ => score_cache::<1, 8>(queries, work, rows),
+                4 => score_cache::<L, 4, 4>(queries, work, rows),
+                3 => score_cache::<L, 3, 4>(queries, work, rows),
+                2 => score_cache::<L, 2, 8>(queries, work, rows),
+                _ => score_cache::<L, 1, 8>(queries, work, rows),
             }
             start = group.end;
         }
         work.score_pending(&mut rows);
         let mut inverses = Vec::with_capacity(n);
         for (r, row) in rows.iter_mut().enumerate() {
-            inverses.push(1.0 / weigh(&mut row[..work.row_len(r)]));
+            inverses.push(1.0 / weigh::<L>(&mut row[..work.row_len(r)]));
         }
         let vectors = work.kv.head_dim / 8;
         let mut start = 0;
@@ -270,10 +282,10 @@ mod x86 {
             let sums = Sums { weights: &rows[group.clone()], first: start, inverses: &inverses, work };
             let outs = &mut outs[group.clone()];
             match (group.len(), vectors % 8) {
-                (2, 0) => sums.write::<2, 8>(outs),
-                (2, _) => sums.write::<2, 1>(outs),
-                (_, 0) => sums.write::<1, 8>(outs),
-                _ => sums.write::<1, 1>(outs),
+                (2, 0) => sums.write::<L, 2, 8>(outs),
+                (2, _) => sums.write::<L, 2, 1>(outs),
+                (_, 0) => sums.write::<L, 1, 8>(outs),
+                _ => sums.write::<L, 1, 1>(outs),
             }
             start = group.end;
         }
@@ -281,7 +293,7 @@ mod x86 {
 
     /// Scores of `Q` queries against every cache row, `K` rows at a time.
     #[inline(always)]
-    unsafe fn score_cache<const Q: usize, const K: usize>(
+    unsafe fn score_cache<L: Lanes, const Q: usize, const K: usize>(
         queries: &[&[f32]],
         work: &Attention,
         rows: &mut [&mut [f32]],
@@ -294,7 +306,7 @@ mod x86 {
         let keys = work.kv.cache_keys.as_ptr();
         let mut j = 0;
         while j + K <= cached {
-            let dots = dots::<Q, K>(q, keys.add(j * d), d);
+            let dots = dots::<L, Q, K>(q, keys.add(j * d), d);
             for (row, dots) in rows.iter_mut().zip(dots) {
                 for (k, dot) in dots.into_iter().enumerate() {
                     row[j + k] = dot * work.scale;
@@ -303,7 +315,7 @@ mod x86 {
             j += K;
         }
         while j < cached {
-            let dots = dots::<Q, 1>(q, keys.add(j * d), d);
+            let dots = dots::<L, Q, 1>(q, keys.add(j * d), d);
             for (row, dots) in rows.iter_mut().zip(dots) {
                 row[j] = dots[0] * work.scale;
             }
@@ -313,56 +325,52 @@ mod x86 {
 
     /// Dot products of `Q` vectors with `K` consecutive rows at `keys` (all `d` wide).
     #[inline(always)]
-    unsafe fn dots<const Q: usize, const K: usize>(q: [*const f32; Q], keys: *const f32, d: usize) -> [[f32; K]; Q] {
-        let mut acc = [[_mm256_setzero_ps(); K]; Q];
+    unsafe fn dots<L: Lanes, const Q: usize, const K: usize>(
+        q: [*const f32; Q],
+        keys: *const f32,
+        d: usize,
+    ) -> [[f32; K]; Q] {
+        let mut acc = [[L::zero(); K]; Q];
         for c in (0..d).step_by(8) {
-            let mut key = [_mm256_setzero_ps(); K];
+            let mut key = [L::zero(); K];
             for (k, key) in key.iter_mut().enumerate() {
-                *key = _mm256_loadu_ps(keys.add(k * d + c));
+                *key = L::load(keys.add(k * d + c));
             }
             for (acc, q) in acc.iter_mut().zip(q) {
-                let x = _mm256_loadu_ps(q.add(c));
+                let x = L::load(q.add(c));
                 for (acc, key) in acc.iter_mut().zip(key) {
-                    *acc = _mm256_fmadd_ps(x, key, *acc);
+                    *acc = L::mul_add(x, key, *acc);
                 }
             }
         }
         let mut out = [[0f32; K]; Q];
         for (out, acc) in out.iter_mut().zip(acc) {
             for (o, lanes) in out.iter_mut().zip(acc) {
-                *o = sum_lanes(lanes);
+                *o = L::sum(lanes);
             }
         }
         out
     }
 
-    /// The lanes [`combine`]d.
-    #[inline(always)]
-    unsafe fn sum_lanes(v: __m256) -> f32 {
-        let halves = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-        let pairs = _mm_hadd_ps(halves, halves);
-        _mm_cvtss_f32(_mm_hadd_ps(pairs, pairs))
-    }
-
     /// [`portable::weigh`], eight scores at a time.
     #[inline(always)]
-    unsafe fn weigh(scores: &mut [f32]) -> f32 {
+    unsafe fn weigh<L: Lanes>(scores: &mut [f32]) -> f32 {
         let mut chunks = scores.chunks_exact_mut(8);
-        let mut max8 = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut max8 = L::splat(f32::NEG_INFINITY);
         for chunk in chunks.by_ref() {
-            max8 = _mm256_max_ps(max8, _mm256_loadu_ps(chunk.as_ptr()));
+            max8 = L::max(max8, L::load(chunk.as_ptr()));
         }
         let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), max8);
+        L::store(lanes.as_mut_ptr(), max8);
         let max = lanes.into_iter().chain(chunks.into_remainder().iter().copied()).fold(f32::NEG_INFINITY, f32::max);
-        let (max8, mut sum8) = (_mm256_set1_ps(max), _mm256_setzero_ps());
+        let (max8, mut sum8) = (L::splat(max), L::zero());
         let mut chunks = scores.chunks_exact_mut(8);
         for chunk in chunks.by_ref() {
-            let weights = exp8(_mm256_sub_ps(_mm256_loadu_ps(chunk.as_ptr()), max8));
-            _mm256_storeu_ps(chunk.as_mut_ptr(), weights);
-            sum8 = _mm256_add_ps(sum8, weights);
+            let weights = exp8::<L>(L::sub(L::load(chunk.as_ptr()), max8));
+            L::store(chunk.as_mut_ptr(), weights);
+            sum8 = L::add(sum8, weights);
         }
-        let mut sum = sum_lanes(sum8);
+        let mut sum = L::sum(sum8);
         for s in chunks.into_remainder() {
             *s = exp(*s - max);
             sum += *s;
@@ -372,21 +380,17 @@ mod x86 {
 
     /// [`exp`] of eight values.
     #[inline(always)]
-    unsafe fn exp8(x: __m256) -> __m256 {
+    unsafe fn exp8<L: Lanes>(x: L::V) -> L::V {
         use exp_constants::*;
-        let x = _mm256_max_ps(x, _mm256_set1_ps(LOWEST));
-        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
-            x,
-            _mm256_set1_ps(LOG2E),
-        ));
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x));
-        let mut p = _mm256_set1_ps(POLY[0]);
+        let x = L::max(x, L::splat(LOWEST));
+        let n = L::round(L::mul(x, L::splat(LOG2E)));
+        let r = L::mul_sub(n, L::splat(LN2_LO), L::mul_sub(n, L::splat(LN2_HI), x));
+        let mut p = L::splat(POLY[0]);
         for c in &POLY[1..] {
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(*c));
+            p = L::mul_add(p, r, L::splat(*c));
         }
-        let y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
-        let exponent = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
-        _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(exponent)))
+        let y = L::add(L::mul_add(p, L::mul(r, r), r), L::splat(1.0));
+        L::mul(y, L::pow2(n))
     }
 
     /// Softmax weights of a group of queries.
@@ -402,21 +406,21 @@ mod x86 {
         /// `out_r = inverse_r · Σ weights_r[j] · value_j` over the cache rows, then query
         /// `r`'s pending rows, `8 · V` output values at a time, `Q` queries per loaded row.
         #[inline(always)]
-        unsafe fn write<const Q: usize, const V: usize>(&self, outs: &mut [&mut [f32]]) {
+        unsafe fn write<L: Lanes, const Q: usize, const V: usize>(&self, outs: &mut [&mut [f32]]) {
             let kv = self.work.kv;
             let (d, cached) = (kv.head_dim, self.work.cached());
             for slice in (0..d).step_by(8 * V) {
-                let mut acc = [[_mm256_setzero_ps(); V]; Q];
+                let mut acc = [[L::zero(); V]; Q];
                 for j in 0..cached {
                     let row = kv.cache_values.as_ptr().add(j * d + slice);
-                    let mut value = [_mm256_setzero_ps(); V];
+                    let mut value = [L::zero(); V];
                     for (v, value) in value.iter_mut().enumerate() {
-                        *value = _mm256_loadu_ps(row.add(8 * v));
+                        *value = L::load(row.add(8 * v));
                     }
                     for (acc, weights) in acc.iter_mut().zip(self.weights) {
-                        let p = _mm256_set1_ps(weights[j]);
+                        let p = L::splat(weights[j]);
                         for (acc, value) in acc.iter_mut().zip(value) {
-                            *acc = _mm256_fmadd_ps(p, value, *acc);
+                            *acc = L::mul_add(p, value, *acc);
                         }
                     }
                 }
@@ -424,17 +428,191 @@ mod x86 {
                     let own = self.work.pending[self.first + r];
                     for (&p, &node) in self.weights[r][cached..].iter().zip(own) {
                         let row = kv.pending_values.as_ptr().add(node * d + slice);
-                        let p = _mm256_set1_ps(p);
+                        let p = L::splat(p);
                         for (v, acc) in acc.iter_mut().enumerate() {
-                            *acc = _mm256_fmadd_ps(p, _mm256_loadu_ps(row.add(8 * v)), *acc);
+                            *acc = L::mul_add(p, L::load(row.add(8 * v)), *acc);
                         }
                     }
-                    let inverse = _mm256_set1_ps(self.inverses[self.first + r]);
+                    let inverse = L::splat(self.inverses[self.first + r]);
                     for (v, acc) in acc.iter().enumerate() {
-                        _mm256_storeu_ps(out[slice + 8 * v..][..8].as_mut_ptr(), _mm256_mul_ps(*acc, inverse));
+                        L::store(out[slice + 8 * v..][..8].as_mut_ptr(), L::mul(*acc, inverse));
                     }
                 }
             }
+        }
+    }
+}
+
+/// Eight f32 lanes on each instruction set, with the float steps the portable code takes.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod lanes {
+    /// Eight f32 lanes. All `inline(always)`: compiled with the features of the caller.
+    pub(super) trait Lanes {
+        type V: Copy;
+        unsafe fn zero() -> Self::V;
+        unsafe fn splat(value: f32) -> Self::V;
+        unsafe fn load(from: *const f32) -> Self::V;
+        unsafe fn store(to: *mut f32, v: Self::V);
+        unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+        unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
+        unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+        unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
+        /// `a · b + c`, fused.
+        unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+        /// `c − a · b`, fused.
+        unsafe fn mul_sub(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+        /// To the nearest integer, ties to even.
+        unsafe fn round(v: Self::V) -> Self::V;
+        /// `2^n` of integral `n` (within the normal exponents).
+        unsafe fn pow2(n: Self::V) -> Self::V;
+        /// The lanes [`super::combine`]d.
+        unsafe fn sum(v: Self::V) -> f32;
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    pub(super) struct Avx2;
+
+    #[cfg(target_arch = "x86_64")]
+    impl Lanes for Avx2 {
+        type V = std::arch::x86_64::__m256;
+
+        #[inline(always)]
+        unsafe fn zero() -> Self::V {
+            std::arch::x86_64::_mm256_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn splat(value: f32) -> Self::V {
+            std::arch::x86_64::_mm256_set1_ps(value)
+        }
+        #[inline(always)]
+        unsafe fn load(from: *const f32) -> Self::V {
+            std::arch::x86_64::_mm256_loadu_ps(from)
+        }
+        #[inline(always)]
+        unsafe fn store(to: *mut f32, v: Self::V) {
+            std::arch::x86_64::_mm256_storeu_ps(to, v)
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self::V, b: Self::V) -> Self::V {
+            std::arch::x86_64::_mm256_add_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn sub(a: Self::V, b: Self::V) -> Self::V {
+            std::arch::x86_64::_mm256_sub_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul(a: Self::V, b: Self::V) -> Self::V {
+            std::arch::x86_64::_mm256_mul_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn max(a: Self::V, b: Self::V) -> Self::V {
+            std::arch::x86_64::_mm256_max_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
+            std::arch::x86_64::_mm256_fmadd_ps(a, b, c)
+        }
+        #[inline(always)]
+        unsafe fn mul_sub(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
+            std::arch::x86_64::_mm256_fnmadd_ps(a, b, c)
+        }
+        #[inline(always)]
+        unsafe fn round(v: Self::V) -> Self::V {
+            use std::arch::x86_64::*;
+            _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v)
+        }
+        #[inline(always)]
+        unsafe fn pow2(n: Self::V) -> Self::V {
+            use std::arch::x86_64::*;
+            let exponent = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+            _mm256_castsi256_ps(_mm256_slli_epi32::<23>(exponent))
+        }
+        #[inline(always)]
+        unsafe fn sum(v: Self::V) -> f32 {
+            use std::arch::x86_64::*;
+            let halves = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let pairs = _mm_hadd_ps(halves, halves);
+            _mm_cvtss_f32(_mm_hadd_ps(pairs, pairs))
+        }
+    }
+
+    /// Two 4-lane registers: lanes 0–3, then 4–7.
+    #[cfg(target_arch = "aarch64")]
+    pub(super) struct Neon;
+
+    #[cfg(target_arch = "aarch64")]
+    impl Lanes for Neon {
+        type V = (std::arch::aarch64::float32x4_t, std::arch::aarch64::float32x4_t);
+
+        #[inline(always)]
+        unsafe fn zero() -> Self::V {
+            Self::splat(0.0)
+        }
+        #[inline(always)]
+        unsafe fn splat(value: f32) -> Self::V {
+            let v = std::arch::aarch64::vdupq_n_f32(value);
+            (v, v)
+        }
+        #[inline(always)]
+        unsafe fn load(from: *const f32) -> Self::V {
+            use std::arch::aarch64::*;
+            (vld1q_f32(from), vld1q_f32(from.add(4)))
+        }
+        #[inline(always)]
+        unsafe fn store(to: *mut f32, v: Self::V) {
+            use std::arch::aarch64::*;
+            vst1q_f32(to, v.0);
+            vst1q_f32(to.add(4), v.1);
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self::V, b: Self::V) -> Self::V {
+            use std::arch::aarch64::*;
+            (vaddq_f32(a.0, b.0), vaddq_f32(a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn sub(a: Self::V, b: Self::V) -> Self::V {
+            use std::arch::aarch64::*;
+            (vsubq_f32(a.0, b.0), vsubq_f32(a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn mul(a: Self::V, b: Self::V) -> Self::V {
+            use std::arch::aarch64::*;
+            (vmulq_f32(a.0, b.0), vmulq_f32(a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn max(a: Self::V, b: Self::V) -> Self::V {
+            use std::arch::aarch64::*;
+            (vmaxq_f32(a.0, b.0), vmaxq_f32(a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
+            use std::arch::aarch64::*;
+            (vfmaq_f32(c.0, a.0, b.0), vfmaq_f32(c.1, a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn mul_sub(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
+            use std::arch::aarch64::*;
+            (vfmsq_f32(c.0, a.0, b.0), vfmsq_f32(c.1, a.1, b.1))
+        }
+        #[inline(always)]
+        unsafe fn round(v: Self::V) -> Self::V {
+            use std::arch::aarch64::*;
+            (vrndnq_f32(v.0), vrndnq_f32(v.1))
+        }
+        #[inline(always)]
+        unsafe fn pow2(n: Self::V) -> Self::V {
+            use std::arch::aarch64::*;
+            let bits = |n: float32x4_t| {
+                vreinterpretq_f32_s32(vshlq_n_s32::<23>(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127))))
+            };
+            (bits(n.0), bits(n.1))
+        }
+        #[inline(always)]
+        unsafe fn sum(v: Self::V) -> f32 {
+            use std::arch::aarch64::*;
+            let halves = vaddq_f32(v.0, v.1);
+            let pairs = vpaddq_f32(halves, halves);
+            vgetq_lane_f32::<0>(pairs) + vgetq_lane_f32::<1>(pairs)
         }
     }
 }
