@@ -22,7 +22,7 @@ pub struct Variant {
     /// FastCoder settings (ablations switch components off).
     pub fastcoder: FastCoderConfig,
     pub budget: BudgetSettings,
-    /// A common store used instead of the engine's (the CREST check).
+    /// A common store used instead of [`RepoBench::common`] (the CREST check).
     pub common: Option<Arc<CommonStore>>,
 }
 
