@@ -5,7 +5,6 @@
 
 mod stdlib_prompts;
 
-use copilotd::completion::model_adapter::LoadedModel;
 use copilotd_draft::budget::FixedBudget;
 use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::decode::{DecodeHooks, DecodeOptions, Session};
@@ -13,6 +12,7 @@ use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::verify::SamplingParams;
 use copilotd_model::{LoadOptions, Model};
+use copilotd_server::completion::model_adapter::LoadedModel;
 use copilotd_test_support::model_path;
 
 const PROMPTS: usize = 20;

@@ -16,7 +16,7 @@ use support::*;
 static MODEL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    copilotd::sync::lock(&MODEL)
+    copilotd_server::sync::lock(&MODEL)
 }
 
 /// The fixture with the body of the `value` property (line 28, 0-based) emptied to its
@@ -30,7 +30,7 @@ fn inventory() -> String {
     lines.join("\n")
 }
 
-fn last_stats(client: &mut copilotd::lsp::client::StdioClient) -> Value {
+fn last_stats(client: &mut copilotd_bench::lsp::client::StdioClient) -> Value {
     status(client)["last"].clone()
 }
 
@@ -103,7 +103,7 @@ fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
 const ENDLESS: &str = "NUMBERS = {\n    \"one\": 1,\n    \"two\": 2,\n    \"three\": 3,\n    \"four\": 4,\n    \
     \"five\": 5,\n    \"six\": 6,\n    \"seven\": 7,\n    \"eight\": 8,\n    \"nine\": 9,\n    \"ten\": 10,\n    \"";
 
-fn set_max_tokens(client: &mut copilotd::lsp::client::StdioClient, max_tokens: usize) {
+fn set_max_tokens(client: &mut copilotd_bench::lsp::client::StdioClient, max_tokens: usize) {
     client.notify("workspace/didChangeConfiguration", json!({"settings": {"maxTokens": max_tokens}})).unwrap();
 }
 

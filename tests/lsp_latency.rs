@@ -4,7 +4,7 @@
 
 mod support;
 
-use copilotd::lsp::bench::{bench_lsp, LspBenchOptions};
+use copilotd_bench::lsp::latency::{bench_lsp, LspBenchOptions};
 use std::path::PathBuf;
 use support::model_path;
 

@@ -22,7 +22,7 @@ fn assert_alive(harness: &mut Harness) {
 
 #[test]
 fn initialize_announces_capabilities_and_exits_cleanly() {
-    let mut client = copilotd::lsp::client::StdioClient::spawn(&binary(), &["--stdio"], &[]).unwrap();
+    let mut client = copilotd_bench::lsp::client::StdioClient::spawn(&binary(), &["--stdio"], &[]).unwrap();
     let early = client.call("copilotd/status", Value::Null, QUICK).unwrap();
     assert_eq!(error_code(&early), Some(-32002), "requests before initialize: {early}");
     let result = client.initialize(None, no_model(), QUICK).unwrap();
@@ -39,7 +39,7 @@ fn initialize_announces_capabilities_and_exits_cleanly() {
 
 #[test]
 fn exit_without_shutdown_exits_with_code_one() {
-    let mut client = copilotd::lsp::client::StdioClient::spawn(&binary(), &["--stdio"], &[]).unwrap();
+    let mut client = copilotd_bench::lsp::client::StdioClient::spawn(&binary(), &["--stdio"], &[]).unwrap();
     client.initialize(None, no_model(), QUICK).unwrap();
     let status = client.exit(QUICK).unwrap();
     assert_eq!(status.code(), Some(1), "exit without shutdown is an error");

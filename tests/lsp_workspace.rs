@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use copilotd::lsp::client::StdioClient;
+use copilotd_bench::lsp::client::StdioClient;
 use serde_json::{json, Value};
 use support::*;
 
@@ -72,7 +72,7 @@ fn wait_ready(client: &mut StdioClient) -> Value {
 #[test]
 fn indexing_reports_progress_and_the_store_follows_disk_and_buffers() {
     let model = model_path();
-    let _serial = copilotd::sync::lock(&MODEL);
+    let _serial = copilotd_server::sync::lock(&MODEL);
     let workspace = tempfile::tempdir().unwrap();
     let root = workspace.path();
     populate(root);
@@ -129,7 +129,7 @@ fn indexing_reports_progress_and_the_store_follows_disk_and_buffers() {
 #[test]
 fn the_workspace_deleted_under_the_watcher_is_survived() {
     let model = model_path();
-    let _serial = copilotd::sync::lock(&MODEL);
+    let _serial = copilotd_server::sync::lock(&MODEL);
     let parent = tempfile::tempdir().unwrap();
     let root = parent.path().join("project");
     std::fs::create_dir(&root).unwrap();

@@ -179,7 +179,7 @@ mod tests {
     }
 
     /// Builds the store for the real tokenizer from the default corpus and
-    /// prints the summary. Run with `COPILOTD_MODEL=... cargo test -p copilotd
+    /// prints the summary. Run with `COPILOTD_MODEL=... cargo test -p copilotd-server
     /// --lib common_build -- --ignored --nocapture`.
     #[test]
     #[ignore = "measurement: tokenizes the whole Python standard library"]

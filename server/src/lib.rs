@@ -1,6 +1,9 @@
-//! copilotd: a local code-completion daemon. See ARCHITECTURE.md for the map.
+//! copilotd's product library: the completion service, the LSP adapter, workspace indexing and
+//! the command line of the `copilotd` binary. See ARCHITECTURE.md for the map.
+//!
+//! It holds no benchmark or measurement code: that is the `copilotd-bench` crate, which depends
+//! on this one (and never the other way round).
 
-pub mod bench;
 pub mod cli;
 pub mod common_build;
 pub mod completion;

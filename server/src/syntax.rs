@@ -329,7 +329,7 @@ mod tests {
     }
 
     /// Windowed parsing against whole-text parses at every line start of a
-    /// few real modules. Run with `cargo test -p copilotd --lib
+    /// few real modules. Run with `cargo test -p copilotd-server --lib
     /// syntax::tests::agreement -- --ignored --nocapture`.
     #[test]
     #[ignore = "slow; needs python3"]
@@ -363,7 +363,7 @@ mod tests {
     /// text grows 3 bytes per step for 600 bytes; repeated at 20 places of
     /// the file, with prompts starting at a `def` line and at any line (which
     /// may be inside a docstring, the worst case). Run with
-    /// `cargo test -p copilotd --lib syntax::tests::cost -- --ignored --nocapture`.
+    /// `cargo test -p copilotd-server --lib syntax::tests::cost -- --ignored --nocapture`.
     #[test]
     #[ignore = "measurement; needs python3"]
     fn cost_on_a_stdlib_file() {

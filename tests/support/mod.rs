@@ -1,12 +1,12 @@
 //! Shared helpers of the LSP integration tests: the real `copilotd --stdio` binary driven over
-//! JSON-RPC by `copilotd::lsp::client::StdioClient` (every wait has a timeout).
+//! JSON-RPC by `copilotd_bench::lsp::client::StdioClient` (every wait has a timeout).
 
 #![allow(dead_code)] // Each test crate uses a different subset.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use copilotd::lsp::client::{file_uri, StdioClient};
+use copilotd_bench::lsp::client::{file_uri, StdioClient};
 use serde_json::{json, Value};
 
 /// Generous bound for anything that does not run the model.

@@ -1,7 +1,8 @@
-//! The command line: `copilotd --stdio` and the subcommands for people and
-//! scripts.
+//! The product's command line: `copilotd --stdio` and the subcommands for people and scripts
+//! (`complete`, `index`, `model`, `datastore`), and the model options they share
+//! ([`EngineArgs`]). The `copilotd` binary (server/bin/main.rs) puts these beside the
+//! benchmarks' `bench` commands.
 
-mod bench;
 mod complete;
 mod datastore;
 mod index;
@@ -9,26 +10,15 @@ mod index;
 use crate::completion::drafting::BudgetSettings;
 use crate::completion::EngineSettings;
 use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 use copilotd_model::{Kernel, WeightFormat};
 use std::path::PathBuf;
 
-#[derive(Parser, Debug)]
-#[command(
-    name = "copilotd",
-    version,
-    about = "Local code completions from a local LLM, decoded speculatively and losslessly"
-)]
-struct Cli {
-    /// Run the language server on stdin/stdout.
-    #[arg(long)]
-    stdio: bool,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
+pub use datastore::BuildCommonArgs;
 
+/// The product's subcommands.
 #[derive(Subcommand, Debug)]
-enum Command {
+pub enum Command {
     /// One completion at a cursor.
     Complete(complete::CompleteArgs),
     /// Build or refresh the repository datastore of a workspace.
@@ -39,13 +29,10 @@ enum Command {
     /// Manage datastores.
     #[command(subcommand)]
     Datastore(datastore::DatastoreCommand),
-    /// Benchmarks.
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
 }
 
 #[derive(Subcommand, Debug)]
-enum ModelCommand {
+pub enum ModelCommand {
     /// Fetch the embedded default model into the cache directory.
     Fetch {
         /// Do nothing when the model is already there.
@@ -104,28 +91,27 @@ impl EngineArgs {
     }
 }
 
-/// A command-line value through the type's own `FromStr` (the one parser of each type).
-fn parse<T: std::str::FromStr<Err = anyhow::Error>>(value: &str) -> Result<T, String> {
+/// A command-line value through the type's own `FromStr` (the one parser of each type), as a
+/// clap `value_parser`.
+pub fn parse<T: std::str::FromStr<Err = anyhow::Error>>(value: &str) -> Result<T, String> {
     value.parse().map_err(|e: anyhow::Error| e.to_string())
 }
 
-/// Parses the command line and runs it.
-pub fn run() -> Result<()> {
-    let cli = Cli::parse();
-    match (cli.stdio, cli.command) {
-        (true, None) => {
-            // TEMPORARY wiring by the LSP engineer (the lead owns this file).
-            let (config, warnings) = crate::config::Config::load();
-            for warning in warnings {
-                eprintln!("copilotd: warning: {warning}");
-            }
-            crate::lsp::run_stdio(config)
-        }
-        (true, Some(_)) => anyhow::bail!("--stdio takes no subcommand"),
-        (false, None) => anyhow::bail!("nothing to do: pass --stdio or a subcommand (see --help)"),
-        (false, Some(Command::Complete(args))) => complete::run(&args),
-        (false, Some(Command::Index(args))) => index::run(&args),
-        (false, Some(Command::Model(ModelCommand::Fetch { if_missing }))) => {
+/// `copilotd --stdio`: the language server with the user's configuration, until the session ends.
+pub fn serve_stdio() -> Result<()> {
+    let (config, warnings) = crate::config::Config::load();
+    for warning in warnings {
+        eprintln!("copilotd: warning: {warning}");
+    }
+    crate::lsp::run_stdio(config)
+}
+
+/// Runs one of the product's subcommands.
+pub fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Complete(args) => complete::run(&args),
+        Command::Index(args) => index::run(&args),
+        Command::Model(ModelCommand::Fetch { if_missing }) => {
             if if_missing {
                 // Fetched only when missing or damaged.
                 let path = crate::model_files::ensure_default()?;
@@ -136,8 +122,7 @@ pub fn run() -> Result<()> {
             println!("fetched {}", path.display());
             Ok(())
         }
-        (false, Some(Command::Bench(command))) => bench::run(command),
-        (false, Some(Command::Datastore(command))) => datastore::run(command),
+        Command::Datastore(command) => datastore::run(command),
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::common_build::{self, CommonBuildSummary};
 use crate::paths;
 use anyhow::Result;
-use copilotd_draft::common_store::{CommonParams, CommonStore, TopT};
+use copilotd_draft::common_store::{CommonParams, CommonStore};
 use copilotd_model::Tokenizer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,28 +14,16 @@ pub fn store_path(tokenizer: &Tokenizer) -> PathBuf {
     paths::cache_dir().join("common").join(format!("{:016x}.crest", tokenizer.fingerprint()))
 }
 
-/// `<tokenizer fingerprint>.full.crest` beside the compact store: every
-/// n-gram kept, for comparing with CREST's top-t compaction.
-pub fn full_store_path(tokenizer: &Tokenizer) -> PathBuf {
-    store_path(tokenizer).with_extension("full.crest")
-}
-
 /// Opens the cached common store; builds it from the default corpus first
 /// when there is none, or rebuilds it (with a warning) when it is unusable.
 pub fn open_or_build(tokenizer: &Tokenizer) -> Result<Arc<CommonStore>> {
     open_or_build_at(tokenizer, &store_path(tokenizer), CommonParams::default(), &common_build::default_corpus)
 }
 
-/// Like `open_or_build`, for the uncompacted store at `full_store_path`
-/// (about 0.9 GB for the Python standard library, all of it read when
-/// opened).
-pub fn open_or_build_full(tokenizer: &Tokenizer) -> Result<Arc<CommonStore>> {
-    open_or_build_at(tokenizer, &full_store_path(tokenizer), full_params(), &common_build::default_corpus)
-}
-
-/// The parameters of the uncompacted store: the defaults, every n-gram kept.
-pub fn full_params() -> CommonParams {
-    CommonParams { top_t: TopT::Unlimited, ..CommonParams::default() }
+/// Like `open_or_build`, for a store with other `params` at `path` (benchmarks compare
+/// variants of the common store this way).
+pub fn open_or_build_with(tokenizer: &Tokenizer, path: &Path, params: CommonParams) -> Result<Arc<CommonStore>> {
+    open_or_build_at(tokenizer, path, params, &common_build::default_corpus)
 }
 
 /// Opens the store at `path`, or builds it with `params` from the corpus
@@ -80,14 +68,11 @@ pub(crate) fn test_tokenizer(dir: &Path) -> Tokenizer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use copilotd_draft::common_store::TopT;
 
-    #[test]
-    fn the_full_store_lies_beside_the_compact_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let tokenizer = test_tokenizer(dir.path());
-        let (compact, full) = (store_path(&tokenizer), full_store_path(&tokenizer));
-        assert_eq!(compact.parent(), full.parent());
-        assert_eq!(full.file_name().unwrap().to_string_lossy(), format!("{:016x}.full.crest", tokenizer.fingerprint()));
+    /// Every n-gram kept: the largest store these parameters make.
+    fn full_params() -> CommonParams {
+        CommonParams { top_t: TopT::Unlimited, ..CommonParams::default() }
     }
 
     /// A directory with the tokenizer and a corpus of one file holding `text`.
@@ -101,7 +86,7 @@ mod tests {
     }
 
     #[test]
-    fn the_full_store_keeps_every_ngram_and_is_built_once() {
+    fn a_store_with_other_params_is_built_once_and_rebuilt_when_damaged() {
         // Every n-gram followed by a token: 1-grams a b c d; 2-grams ab bc cd da ba; ...
         let (dir, tokenizer, corpus) = with_corpus("a b c d a b a c");
         let found = || Ok(corpus.clone());

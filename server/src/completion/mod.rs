@@ -163,17 +163,24 @@ pub struct Completer {
     recent: VecDeque<CompletionStats>,
 }
 
+/// Loads the model that `settings` name (fetching the default one if needed), as
+/// [`Completer::load`] does. Also the entry point of measurements of the bare model (the cost
+/// curve benchmark): they load their own model rather than reach into a `Completer`'s.
+pub fn load_model(settings: &EngineSettings) -> Result<Model> {
+    let path = model_files::resolve(settings.model.as_deref())?;
+    let options = LoadOptions { threads: settings.threads, weights: settings.weights, kernel: settings.kernel };
+    // The model's errors already say "cannot load model <path>".
+    let model = Model::load(&path, &options)?;
+    if let Some(warning) = &model.info().kernel_warning {
+        tracing::warn!("{warning}");
+    }
+    Ok(model)
+}
+
 impl Completer {
     /// Loads the configured model (fetching the default one if needed).
     pub fn load(settings: &EngineSettings) -> Result<Completer> {
-        let path = model_files::resolve(settings.model.as_deref())?;
-        let options = LoadOptions { threads: settings.threads, weights: settings.weights, kernel: settings.kernel };
-        // The model's errors already say "cannot load model <path>".
-        let model = Model::load(&path, &options)?;
-        if let Some(warning) = &model.info().kernel_warning {
-            tracing::warn!("{warning}");
-        }
-        Ok(Completer::new(model, settings.clone()))
+        Ok(Completer::new(load_model(settings)?, settings.clone()))
     }
 
     pub fn new(model: Model, settings: EngineSettings) -> Completer {
@@ -200,33 +207,9 @@ impl Completer {
         &self.tokenizer
     }
 
-    /// Direct access to the model (benchmarks); forgets the cached prompt.
-    pub fn model_mut(&mut self) -> &mut Model {
-        &mut self.session.model_mut().0
-    }
-
     /// The live repository datastore of the workspace being served.
     pub fn set_repository(&mut self, store: SharedStore) {
         self.sources.repository = Some(store);
-    }
-
-    /// Fresh drafting sources (own preference cache) with `fastcoder`
-    /// settings and this engine's common store, over `repository`.
-    pub fn sources_like(
-        &self,
-        fastcoder: FastCoderConfig,
-        budget: BudgetSettings,
-        repository: SharedStore,
-    ) -> DraftSources {
-        let mut sources = DraftSources::new(fastcoder, budget);
-        sources.repository = Some(repository);
-        sources.common = self.sources.common.clone();
-        sources
-    }
-
-    /// Exchanges the drafting sources (benchmarks compare several).
-    pub fn swap_sources(&mut self, sources: &mut DraftSources) {
-        std::mem::swap(&mut self.sources, sources);
     }
 
     /// Opens the common datastore for this model's tokenizer, building it
@@ -308,6 +291,24 @@ impl Completer {
             self.recent.pop_front();
         }
         Ok(Completion { text, tokens: generation.tokens, stats })
+    }
+
+    /// Completes like [`Completer::complete`], drafting from `sources` instead of the engine's
+    /// own, which are left as they were: the one way to compare drafting configurations on one
+    /// loaded model (the benchmarks do). Each configuration keeps its own [`DraftSources`] (made
+    /// with [`DraftSources::new`], its stores set), and what drafting learns (the preference
+    /// cache, acceptance rates) stays in them. The model, its prompt cache and its measured cost
+    /// curve are shared.
+    pub fn complete_with(
+        &mut self,
+        sources: &mut DraftSources,
+        request: &CompletionRequest,
+        cancel: &CancelToken,
+    ) -> Result<Completion, CompletionError> {
+        std::mem::swap(&mut self.sources, sources);
+        let result = self.complete(request, cancel);
+        std::mem::swap(&mut self.sources, sources);
+        result
     }
 
     /// Token ids whose text starts with `prefix` (the vocabulary's texts are

@@ -9,9 +9,7 @@
 //! input from ending the session ([`transport`]).
 
 mod backend;
-pub mod bench;
 mod capabilities;
-pub mod client;
 pub mod documents;
 pub mod errors;
 mod guard;

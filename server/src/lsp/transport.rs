@@ -19,7 +19,7 @@ const HEADER_NAME: &[u8] = b"content-length";
 
 /// What the framer made of the next bytes.
 #[derive(Debug, PartialEq)]
-pub(super) enum Frame {
+pub enum Frame {
     /// A well-formed JSON-RPC message body, to forward.
     Message(Vec<u8>, Kind),
     /// Bytes that are not a usable message, with the error to answer.
@@ -28,7 +28,7 @@ pub(super) enum Frame {
 
 /// What a forwarded message is, as far as the guard cares.
 #[derive(Debug, PartialEq)]
-pub(super) enum Kind {
+pub enum Kind {
     /// A response to the request with this id.
     Response(Id),
     /// The `initialize` request with this id.
@@ -86,21 +86,42 @@ impl InitializeGate {
     }
 }
 
-/// Incremental decoder for `Content-Length`-framed messages that never gives up on a stream.
+/// Incremental decoder for `Content-Length`-framed messages that never gives up on a stream:
+/// the one framing codec of copilotd, shared by the server's transport and the test client
+/// (bytes go in with [`Framer::push`], whole frames come out of [`Framer::next_frame`]).
 #[derive(Debug, Default)]
-pub(super) struct Framer {
+pub struct Framer {
     buffer: Vec<u8>,
     /// Length of the body being waited for, once its header has been read.
     body: Option<usize>,
 }
 
 impl Framer {
-    pub(super) fn push(&mut self, bytes: &[u8]) {
+    /// Appends bytes read from the stream.
+    pub fn push(&mut self, bytes: &[u8]) {
         self.buffer.extend_from_slice(bytes);
     }
 
-    /// The next complete frame, if the buffer holds one.
-    pub(super) fn next(&mut self) -> Option<Frame> {
+    /// Drops at least `at_least` bytes, then everything up to the next `Content-Length`; with
+    /// none in sight, keeps only a tail that may be the start of one split across reads.
+    fn skip_garbage(&mut self, at_least: usize) {
+        let start = at_least.min(self.buffer.len());
+        let drop_to = match find_header_name(&self.buffer[start..]) {
+            Some(index) => start + index,
+            None => {
+                let rest = &self.buffer[start..];
+                let keep = (1..HEADER_NAME.len().min(rest.len() + 1))
+                    .rev()
+                    .find(|&n| rest[rest.len() - n..].eq_ignore_ascii_case(&HEADER_NAME[..n]))
+                    .unwrap_or(0);
+                self.buffer.len() - keep
+            }
+        };
+        self.buffer.drain(..drop_to);
+    }
+
+    /// The next complete frame, if the buffer holds one (`None` until more bytes are pushed).
+    pub fn next_frame(&mut self) -> Option<Frame> {
         loop {
             if let Some(length) = self.body {
                 if self.buffer.len() < length {
@@ -135,24 +156,6 @@ impl Framer {
                 }
             }
         }
-    }
-
-    /// Drops at least `at_least` bytes, then everything up to the next `Content-Length`; with
-    /// none in sight, keeps only a tail that may be the start of one split across reads.
-    fn skip_garbage(&mut self, at_least: usize) {
-        let start = at_least.min(self.buffer.len());
-        let drop_to = match find_header_name(&self.buffer[start..]) {
-            Some(index) => start + index,
-            None => {
-                let rest = &self.buffer[start..];
-                let keep = (1..HEADER_NAME.len().min(rest.len() + 1))
-                    .rev()
-                    .find(|&n| rest[rest.len() - n..].eq_ignore_ascii_case(&HEADER_NAME[..n]))
-                    .unwrap_or(0);
-                self.buffer.len() - keep
-            }
-        };
-        self.buffer.drain(..drop_to);
     }
 }
 
@@ -224,7 +227,8 @@ fn error(id: Id, error: Error) -> Response {
     Response::from_error(id, error)
 }
 
-pub(super) fn encode(body: &[u8]) -> Vec<u8> {
+/// One message body as a `Content-Length` frame.
+pub fn encode(body: &[u8]) -> Vec<u8> {
     let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
     frame.extend_from_slice(body);
     frame
@@ -253,7 +257,7 @@ pub async fn read_client<R, W>(
             }
         };
         framer.push(&chunk[..read]);
-        while let Some(frame) = framer.next() {
+        while let Some(frame) = framer.next_frame() {
             match frame {
                 Frame::Message(body, kind) => {
                     let initialize = matches!(kind, Kind::Initialize(_));
@@ -292,7 +296,7 @@ where
             Ok(0) | Err(_) => return,
             Ok(read) => framer.push(&chunk[..read]),
         }
-        while let Some(frame) = framer.next() {
+        while let Some(frame) = framer.next_frame() {
             match frame {
                 Frame::Message(body, kind) => {
                     if frames.send(encode(&body)).await.is_err() {
@@ -341,7 +345,7 @@ mod tests {
     }
 
     fn all(framer: &mut Framer) -> Vec<Frame> {
-        std::iter::from_fn(|| framer.next()).collect()
+        std::iter::from_fn(|| framer.next_frame()).collect()
     }
 
     fn code(frame: &Frame) -> Option<i64> {

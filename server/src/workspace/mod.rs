@@ -35,6 +35,4 @@ pub fn tokenizer_fingerprint(tokenize: &Tokenize) -> Result<u64> {
 }
 
 #[cfg(test)]
-mod measure;
-#[cfg(test)]
 mod tests;

@@ -107,7 +107,7 @@ impl Editor {
     async fn read(&mut self) -> Value {
         let mut chunk = vec![0u8; 64 << 10];
         loop {
-            if let Some(frame) = self.framer.next() {
+            if let Some(frame) = self.framer.next_frame() {
                 match frame {
                     Frame::Message(body, _) => return serde_json::from_slice(&body).expect("the server writes JSON"),
                     Frame::Reject(response) => panic!("the server wrote a malformed frame: {response:?}"),

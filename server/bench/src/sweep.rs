@@ -3,11 +3,11 @@
 //! its default. Besides FastCoder's own parameters, `nodes` verifies trees of
 //! a fixed size, to trace acceptance and speed against tree size.
 
-use super::repo::Variant;
-use crate::completion::drafting::BudgetSettings;
-use crate::completion::Strategy;
+use crate::repo::Variant;
 use anyhow::{bail, ensure, Context, Result};
 use copilotd_draft::fastcoder::FastCoderConfig;
+use copilotd_server::completion::drafting::BudgetSettings;
+use copilotd_server::completion::Strategy;
 use std::str::FromStr;
 
 /// A tunable parameter of FastCoder.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 
-use super::transport::{encode, Frame, Framer};
+use copilotd_server::lsp::transport::{encode, Frame, Framer};
 
 /// A running server and the messages it sent.
 pub struct StdioClient {
@@ -34,7 +34,7 @@ fn messages(mut stdout: impl Read) -> impl Iterator<Item = Value> {
     let mut framer = Framer::default();
     let mut chunk = vec![0u8; 64 << 10];
     std::iter::from_fn(move || loop {
-        match framer.next() {
+        match framer.next_frame() {
             Some(Frame::Message(body, _)) => return serde_json::from_slice(&body).ok(),
             Some(Frame::Reject(_)) => return None,
             None => {}
@@ -76,7 +76,7 @@ impl StdioClient {
             for message in messages(stdout) {
                 if message.get("method").is_some() && message.get("id").is_some() {
                     let reply = serde_json::to_vec(&answer(&message)).expect("json");
-                    let mut stdin = crate::sync::lock(&replies);
+                    let mut stdin = copilotd_server::sync::lock(&replies);
                     let _ = stdin.write_all(&encode(&reply)).and_then(|()| stdin.flush());
                 }
                 if sender.send(message).is_err() {
@@ -89,7 +89,7 @@ impl StdioClient {
 
     /// Writes raw bytes to the server (for malformed-input tests).
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
-        let mut stdin = crate::sync::lock(&self.stdin);
+        let mut stdin = copilotd_server::sync::lock(&self.stdin);
         stdin.write_all(bytes).and_then(|()| stdin.flush()).context("the server closed its input")
     }
 

@@ -2,15 +2,15 @@
 //! every variant completes the cut-out function body in the same process,
 //! interleaved per task, with `ar` first as the reference.
 
-use super::packages::{self, Package};
-use super::tasks::{self, Task};
-use crate::completion::drafting::{BudgetSettings, DraftSources};
-use crate::completion::{Completer, CompletionRequest, CompletionStats, Strategy};
-use crate::workspace::{index_workspace, WalkConfig};
+use crate::packages::{self, Package};
+use crate::tasks::{self, Task};
 use anyhow::{Context, Result};
 use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
+use copilotd_server::completion::drafting::{BudgetSettings, DraftSources};
+use copilotd_server::completion::{Completer, CompletionRequest, CompletionStats, Strategy};
+use copilotd_server::workspace::{index_workspace, WalkConfig};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -22,7 +22,7 @@ pub struct Variant {
     /// FastCoder settings (ablations switch components off).
     pub fastcoder: FastCoderConfig,
     pub budget: BudgetSettings,
-    /// A common store used instead of the engine's (the CREST check).
+    /// A common store used instead of [`RepoBench::common`] (the CREST check).
     pub common: Option<Arc<CommonStore>>,
 }
 
@@ -50,6 +50,8 @@ pub struct RepoBench<'a> {
     pub tasks_per_package: usize,
     pub max_tokens: usize,
     pub variants: Vec<Variant>,
+    /// The compact common store, for the variants that bring none of their own.
+    pub common: Option<Arc<CommonStore>>,
     pub cache: &'a Path,
 }
 
@@ -74,10 +76,9 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
             .variants
             .iter()
             .map(|v| {
-                let mut sources = completer.sources_like(v.fastcoder.clone(), v.budget, store.clone());
-                if let Some(common) = &v.common {
-                    sources.common = Some(common.clone());
-                }
+                let mut sources = DraftSources::new(v.fastcoder.clone(), v.budget);
+                sources.repository = Some(store.clone());
+                sources.common = v.common.clone().or_else(|| bench.common.clone());
                 sources
             })
             .collect();
@@ -98,7 +99,7 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
                 log(&run);
                 runs.push(run);
             }
-            crate::sync::write(&store).upsert_file(&task.file, original);
+            copilotd_server::sync::write(&store).upsert_file(&task.file, original);
         }
     }
     Ok(runs)
@@ -110,7 +111,7 @@ fn with_cut_file(
     task: &Task,
     tokenize: &dyn Fn(&str) -> Result<Vec<u32>>,
 ) -> Result<Vec<u32>> {
-    let mut store = crate::sync::write(store);
+    let mut store = copilotd_server::sync::write(store);
     let original = store.file_tokens(&task.file).map(<[u32]>::to_vec).unwrap_or_default();
     store.upsert_file(&task.file, tokenize(&task.cut_text)?);
     Ok(original)
@@ -122,11 +123,9 @@ fn run_one(
     task: &Task,
     strategy: Strategy,
     max_tokens: usize,
-) -> Result<crate::completion::Completion> {
+) -> Result<copilotd_server::completion::Completion> {
     let request =
         CompletionRequest { text: &task.cut_text, cursor: task.cursor, path: Some(&task.file), max_tokens, strategy };
-    completer.swap_sources(sources);
-    let result = completer.complete(&request, &CancelToken::new());
-    completer.swap_sources(sources);
+    let result = completer.complete_with(sources, &request, &CancelToken::new());
     result.with_context(|| format!("{} failed on {}::{}", strategy, task.file, task.function))
 }

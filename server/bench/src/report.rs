@@ -1,6 +1,6 @@
 //! Aggregates of the repository benchmark, as JSON and a Markdown table.
 
-use super::repo::TaskRun;
+use crate::repo::TaskRun;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -37,9 +37,9 @@ pub fn unpacked(package: &Package, cache: &Path) -> Result<PathBuf> {
     if dir.join(".complete").exists() {
         return Ok(dir);
     }
-    let wheel = crate::wheel::download(&package.label(), &cache.join("wheels"))?;
+    let wheel = copilotd_server::wheel::download(&package.label(), &cache.join("wheels"))?;
     let _ = std::fs::remove_dir_all(&dir);
-    crate::wheel::extract_all(&wheel, &dir)?;
+    copilotd_server::wheel::extract_all(&wheel, &dir)?;
     std::fs::write(dir.join(".complete"), b"")?;
     Ok(dir)
 }

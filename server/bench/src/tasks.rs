@@ -28,7 +28,7 @@ pub struct Task {
 pub fn find_tasks(root: &Path) -> Result<Vec<Task>> {
     let mut parser = Parser::new();
     parser.set_language(&tree_sitter_python::LANGUAGE.into()).context("cannot load the Python grammar")?;
-    let files = crate::python_files::python_files(root, &[])?;
+    let files = copilotd_server::python_files::python_files(root, &[])?;
     let mut tasks = Vec::new();
     for path in files {
         let Ok(text) = std::fs::read_to_string(&path) else { continue };

@@ -1,6 +1,6 @@
 //! Indexing figures on a real code base (ignored test; prints, never asserts
 //! speed). Run with optimisations, e.g.
-//! `CARGO_TARGET_DIR=/tmp/opt CARGO_PROFILE_DEV_OPT_LEVEL=3 cargo test --lib workspace::measure -- --ignored --nocapture`.
+//! `CARGO_TARGET_DIR=/tmp/opt CARGO_PROFILE_DEV_OPT_LEVEL=3 cargo test -p copilotd-bench --lib indexing -- --ignored --nocapture`.
 //! Corpus: `$COPILOTD_INDEX_CORPUS`, default the Python standard library
 //! (its `*.py` files are copied to a temporary workspace). The real tokenizer
 //! is used when `$COPILOTD_MODEL` names a GGUF file.
@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use copilotd_draft::repo_store::RepositoryStore;
 
-use super::{index_workspace, read_text, walk, Tokenize, WalkConfig};
+use copilotd_server::workspace::{index_workspace, read_text, walk, Tokenize, WalkConfig};
 
 /// Stand-in for BPE at a similar granularity: one id per identifier, number,
 /// run of spaces, or other character.
@@ -41,30 +41,22 @@ fn fake_tokenize(text: &str) -> Result<Vec<u32>> {
 }
 
 fn corpus() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("COPILOTD_INDEX_CORPUS") {
-        return Ok(dir.into());
+    match std::env::var_os("COPILOTD_INDEX_CORPUS") {
+        Some(dir) => Ok(dir.into()),
+        None => copilotd_server::common_build::default_corpus(),
     }
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"])
-        .output()
-        .context("python3 not found")?;
-    Ok(String::from_utf8(out.stdout)?.trim().into())
 }
 
 fn copy_python_files(from: &Path, to: &Path) -> Result<(usize, usize)> {
-    let (mut files, mut lines) = (0, 0);
-    for entry in ignore::WalkBuilder::new(from).standard_filters(false).build() {
-        let entry = entry?;
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "py") && entry.file_type().is_some_and(|t| t.is_file()) {
-            let target = to.join(path.strip_prefix(from)?);
-            std::fs::create_dir_all(target.parent().context("no parent")?)?;
-            std::fs::copy(path, &target)?;
-            files += 1;
-            lines += std::fs::read(path)?.iter().filter(|&&b| b == b'\n').count();
-        }
+    let files = copilotd_server::python_files::python_files(from, &[])?;
+    let mut lines = 0;
+    for path in &files {
+        let target = to.join(path.strip_prefix(from)?);
+        std::fs::create_dir_all(target.parent().context("no parent")?)?;
+        std::fs::copy(path, &target)?;
+        lines += std::fs::read(path)?.iter().filter(|&&b| b == b'\n').count();
     }
-    Ok((files, lines))
+    Ok((files.len(), lines))
 }
 
 fn peak_rss_mb() -> f64 {

@@ -1,17 +1,18 @@
-//! `copilotd bench`: measurements of the running model and device.
+//! `copilotd bench`: measurements of the running model and device, the repository benchmark,
+//! the LSP latency benchmark, and the uncompacted common store they compare with.
 
-use super::EngineArgs;
-use crate::bench::packages;
-use crate::bench::repo::{self, RepoBench, TaskRun, Variant};
-use crate::bench::sweep::{self, Sweep};
-use crate::bench::{memory, report};
-use crate::completion::drafting::BudgetSettings;
-use crate::completion::{calibrate, common, Completer, Strategy};
+use crate::packages;
+use crate::repo::{self, RepoBench, TaskRun, Variant};
+use crate::sweep::{self, Sweep};
+use crate::{full_common, memory, report};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_model::{CpuDescription, Kernel};
+use copilotd_server::cli::{parse, BuildCommonArgs, EngineArgs};
+use copilotd_server::completion::drafting::BudgetSettings;
+use copilotd_server::completion::{self, calibrate, common, Completer, Strategy};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,6 +28,9 @@ pub enum BenchCommand {
     /// LSP request-to-response latency of single-line completions, cold
     /// (a new file) and warm (after one keystroke), against `copilotd --stdio`.
     Lsp(LspArgs),
+    /// Build the uncompacted common datastore (every n-gram, not CREST's top-t)
+    /// that `bench repo --common-full` compares with, ahead of time.
+    BuildFullCommon(BuildCommonArgs),
 }
 
 #[derive(Args, Debug)]
@@ -56,7 +60,7 @@ pub struct RepoArgs {
     #[arg(long, default_value_t = 128)]
     max_tokens: usize,
     /// Strategies compared with `ar` (which always runs first).
-    #[arg(long, value_delimiter = ',', default_value = "pld,fastcoder", value_parser = super::parse::<Strategy>)]
+    #[arg(long, value_delimiter = ',', default_value = "pld,fastcoder", value_parser = parse::<Strategy>)]
     strategies: Vec<Strategy>,
     /// Also run FastCoder with each component switched off in turn.
     #[arg(long)]
@@ -105,16 +109,16 @@ pub fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::CostCurve(args) => cost_curve(&args),
         BenchCommand::Repo(args) => repo(&args),
         BenchCommand::Lsp(args) => lsp(args),
+        BenchCommand::BuildFullCommon(args) => args.build(full_common::store_path, full_common::params()),
     }
 }
 
 fn cost_curve(args: &CostCurveArgs) -> Result<()> {
     anyhow::ensure!(args.repeats > 0 && args.cache > 0, "--repeats and --cache must be positive");
     anyhow::ensure!(!args.nodes.is_empty() && !args.nodes.contains(&0), "--nodes must list positive node counts");
-    let mut completer = Completer::load(&args.engine.settings())?;
-    let info = completer.model_info().clone();
-    let model = completer.model_mut();
-    let tokens = calibrate::sample_tokens(model, args.cache + 1)?;
+    let mut model = completion::load_model(&args.engine.settings())?;
+    let info = model.info().clone();
+    let tokens = calibrate::sample_tokens(&model, args.cache + 1)?;
 
     let prefill_started = Instant::now();
     model.prefill(&tokens[..args.cache]).context("prefill failed")?;
@@ -131,7 +135,7 @@ fn cost_curve(args: &CostCurveArgs) -> Result<()> {
     let decode_tps = args.decode_tokens as f64 / decode_started.elapsed().as_secs_f64();
     let prefill_tps = args.cache as f64 * 1000.0 / prefill_ms;
 
-    let rows = calibrate::measure(model, args.cache, &args.nodes, args.repeats)?;
+    let rows = calibrate::measure(&mut model, args.cache, &args.nodes, args.repeats)?;
     let t1 = rows.iter().find(|(k, _)| *k == 1).map_or(rows[0].1, |r| r.1);
 
     let cpu = CpuDescription::of_this_machine();
@@ -196,7 +200,7 @@ fn common_store_sizes(tokenizer: &copilotd_model::Tokenizer, full: &CommonStore)
     format!(
         "{}{}\n",
         line("compact (top-t)", &compact_path, compact_entries),
-        line("full (every n-gram)", &common::full_store_path(tokenizer), full_entries)
+        line("full (every n-gram)", &full_common::store_path(tokenizer), full_entries)
     )
 }
 
@@ -243,11 +247,15 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let packages = packages::read_list(&args.packages)?;
     let settings = args.engine.settings();
     let mut completer = Completer::load(&settings)?;
-    if let Err(error) = completer.load_common_store() {
-        eprintln!("copilotd: warning: running without the common datastore: {error:#}");
-    }
+    let common = match common::open_or_build(completer.tokenizer()) {
+        Ok(store) => Some(store),
+        Err(error) => {
+            eprintln!("copilotd: warning: running without the common datastore: {error:#}");
+            None
+        }
+    };
     let full_common =
-        if full_readers.is_empty() { None } else { Some(common::open_or_build_full(completer.tokenizer())?) };
+        if full_readers.is_empty() { None } else { Some(full_common::open_or_build(completer.tokenizer())?) };
     let variants = variants(args, settings.budget, full_common.as_ref().map(|full| (full, full_readers.as_slice())));
     let labels: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
     let bench = RepoBench {
@@ -255,7 +263,8 @@ fn repo(args: &RepoArgs) -> Result<()> {
         tasks_per_package: args.tasks,
         max_tokens: args.max_tokens,
         variants,
-        cache: &crate::paths::cache_dir().join("bench"),
+        common,
+        cache: &copilotd_server::paths::cache_dir().join("bench"),
     };
     let mut log = |run: &TaskRun| {
         eprintln!(
@@ -310,19 +319,19 @@ fn repo(args: &RepoArgs) -> Result<()> {
 
 fn lsp(args: LspArgs) -> Result<()> {
     let files = if args.files.is_empty() {
-        let stdlib = crate::common_build::default_corpus()?;
+        let stdlib = copilotd_server::common_build::default_corpus()?;
         ["textwrap.py", "shlex.py", "fnmatch.py", "csv.py", "glob.py"].iter().map(|name| stdlib.join(name)).collect()
     } else {
         args.files
     };
-    let options = crate::lsp::bench::LspBenchOptions {
+    let options = crate::lsp::latency::LspBenchOptions {
         binary: std::env::current_exe().context("cannot find the copilotd binary")?,
         model: args.model,
         files,
         samples: args.samples,
         max_tokens: args.max_tokens,
     };
-    let report = crate::lsp::bench::bench_lsp(&options)?;
+    let report = crate::lsp::latency::bench_lsp(&options)?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }
