@@ -121,6 +121,11 @@ macro_rules! float_ops {
         }
 
         #[inline(always)]
+        unsafe fn prefetch(line: *const u8) {
+            _mm_prefetch::<_MM_HINT_T0>(line.cast());
+        }
+
+        #[inline(always)]
         unsafe fn fused(acc: __m256, a: __m256, b: __m256) -> __m256 {
             _mm256_fmadd_ps(a, b, acc)
         }

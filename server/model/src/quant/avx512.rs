@@ -215,6 +215,11 @@ impl Engine for Avx512 {
     }
 
     #[inline(always)]
+    unsafe fn prefetch(line: *const u8) {
+        _mm_prefetch::<_MM_HINT_T0>(line.cast());
+    }
+
+    #[inline(always)]
     unsafe fn fused(acc: __m512, a: __m512, b: __m512) -> __m512 {
         _mm512_fmadd_ps(a, b, acc)
     }

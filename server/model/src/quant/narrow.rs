@@ -30,6 +30,9 @@ pub(super) trait Engine {
     unsafe fn zero() -> Self::Float;
     /// `acc + (sums as f32 × x_scale) × w_scale`, the last step fused.
     unsafe fn accumulate(acc: Self::Float, sums: Self::Int, x_scale: Self::Float, w_scale: Self::Float) -> Self::Float;
+    /// Asks for the cache line at `line` ahead of its use (a no-op where the hardware
+    /// prefetchers suffice).
+    unsafe fn prefetch(line: *const u8);
     /// `acc + a × b`, fused.
     unsafe fn fused(acc: Self::Float, a: Self::Float, b: Self::Float) -> Self::Float;
     unsafe fn store(values: Self::Float, to: *mut f32);
@@ -131,6 +134,8 @@ pub(super) trait Code<E: Engine> {
     fn row(w: &QuantMatrix, row: usize) -> *const u8;
     /// Where weight row `row`'s block scales and (if [`Code::MINS`]) mins start.
     fn scales(w: &QuantMatrix, row: usize) -> (*const Self::Scale, *const Self::Scale);
+    /// The 64 bytes of a row's weights that load `step` of `span` reads (parts of it).
+    unsafe fn line(row: *const u8, span: Span, step: usize) -> *const u8;
     /// The part `part` of the weight vectors of `span` that load `step` brings
     /// (the second is the first again where a load brings one vector).
     unsafe fn load(row: *const u8, span: Span, step: usize, part: usize) -> (Self::Weights, Self::Weights);
@@ -170,8 +175,13 @@ impl<E: ByteWeights> Code<E> for Q8 {
     }
 
     #[inline(always)]
+    unsafe fn line(row: *const u8, span: Span, step: usize) -> *const u8 {
+        row.add(span.start + step * VECTOR)
+    }
+
+    #[inline(always)]
     unsafe fn load(row: *const u8, span: Span, step: usize, part: usize) -> (E::Bytes, E::Bytes) {
-        let bytes = E::bytes(row.add(span.start + step * VECTOR + part * (VECTOR / E::PARTS)));
+        let bytes = E::bytes(<Self as Code<E>>::line(row, span, step).add(part * (VECTOR / E::PARTS)));
         (bytes, bytes)
     }
 
@@ -213,14 +223,21 @@ impl<E: NibbleWeights> Code<E> for Q4 {
         (scales[first..].as_ptr(), mins[first..].as_ptr())
     }
 
+    /// A full span's load step reads a pair of packed vectors; a tail span's one load
+    /// reads half a line.
+    #[inline(always)]
+    unsafe fn line(row: *const u8, span: Span, step: usize) -> *const u8 {
+        row.add(span.start / 2 + step * VECTOR)
+    }
+
     #[inline(always)]
     unsafe fn load(row: *const u8, span: Span, step: usize, part: usize) -> (E::Nibbles, E::Nibbles) {
-        let packed = row.add(span.start / 2);
+        let line = <Self as Code<E>>::line(row, span, step);
         if span.vectors == 1 {
-            let tail = E::tail_nibbles(packed, part);
+            let tail = E::tail_nibbles(line, part);
             (tail, tail)
         } else {
-            E::nibbles(packed.add(step * VECTOR + part * (VECTOR / E::PARTS)))
+            E::nibbles(line.add(part * (VECTOR / E::PARTS)))
         }
     }
 
@@ -316,6 +333,11 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
     let x_min_terms: [*const f32; G] =
         std::array::from_fn(|i| x.min_terms.as_ptr().wrapping_add(x.lanes_start(at.r0 + i)));
 
+    // The first group of input rows also pulls the next tile's weights into the cache,
+    // so that memory keeps streaming while the other groups compute from L1.
+    let next_tile: Option<[*const u8; R]> = (at.r0 == 0 && at.row0 + TILE_ROWS + R <= w.rows)
+        .then(|| std::array::from_fn(|j| C::row(w, at.row0 + TILE_ROWS + j)));
+
     let mut lanes = [[[0f32; LANES]; G]; R];
     for part in 0..E::PARTS {
         let mut acc = [[E::zero(); G]; R];
@@ -333,6 +355,11 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
             }
             let vectors = span.vectors.min(C::STEP);
             for step in 0..span.vectors / vectors {
+                if let (0, Some(next)) = (part, next_tile) {
+                    for row in next {
+                        E::prefetch(C::line(row, span, step));
+                    }
+                }
                 let mut weights = [C::load(w_rows[0], span, step, part); R];
                 for j in 1..R {
                     weights[j] = C::load(w_rows[j], span, step, part);

@@ -133,6 +133,10 @@ macro_rules! common_ops {
             vfmaq_f32(acc, vmulq_f32(vcvtq_f32_s32(sums), x_scale), w_scale)
         }
 
+        /// The cores' own prefetchers follow the weight streams.
+        #[inline(always)]
+        unsafe fn prefetch(_line: *const u8) {}
+
         #[inline(always)]
         unsafe fn fused(acc: float32x4_t, a: float32x4_t, b: float32x4_t) -> float32x4_t {
             vfmaq_f32(acc, a, b)
