@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Chart of a `copilotd bench repo` run (DESIGN §8).
+"""Chart of a `copilotd bench repo` run.
 
 Reads the run's results.json and writes results.png next to it: per package
 (and over all packages), the speedup of each variant over `ar` measured in the
@@ -82,7 +82,7 @@ def chart(path):
     speed.set_title(
         f"copilotd bench repo — {data.get('model', '?')} ({str(data.get('weights', '?')).split(' (')[0]}, "
         f"{str(data.get('device', '?')).split(' (')[0]}, "
-        f"{data.get('threads', '?')} threads), {data.get('tasks_per_package', '?')} tasks/package, "
+        f"{data.get('threads', '?')} threads),\n{data.get('tasks_per_package', '?')} tasks/package, "
         f"up to {data.get('max_tokens', '?')} tokens{budget_note(data.get('draft_budget'))}",
         fontsize=10,
     )
