@@ -1,9 +1,10 @@
 //! Weights as loaded from a file, converted once into the format the forward pass runs on.
 //!
-//! Quantized projections (the default: Q8_0, whatever the file held) run on the own
-//! multi-row Q8_0 kernels of [`crate::q8`], so GGUF and safetensors models share one code
-//! path; weights kept in a quantized format as stored run on candle's `QMatMul`; f32 weights use an own
-//! row-independent kernel (see [`Matmul::Dense`]). Projections that read the same input
+//! Quantized projections run on the own multi-row kernels of [`crate::quant`]: by default
+//! 4-bit weights (GGUF Q4_0, Q4_1) exactly as stored and every other weight converted to
+//! Q8_0, so GGUF and safetensors models share one code path. Weights kept in a quantized
+//! format as stored run on candle's `QMatMul`; f32 weights use an own row-independent
+//! kernel (see [`Matmul::Dense`]). Projections that read the same input
 //! (q/k/v, gate/up) are fused into one matrix by stacking rows: each output column of a
 //! matmul depends only on its own weight row, so fusing changes no bit of the result.
 

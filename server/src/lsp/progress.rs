@@ -63,11 +63,10 @@ where
     tokio::pin!(job);
     let mut last_report = tokio::time::Instant::now() - REPORT_INTERVAL;
     loop {
+        // Progress first: a job that ends between two polls still reports where it got
+        // to before `end` (a random choice between the two made that report a coin toss).
         tokio::select! {
-            message = &mut job => {
-                progress.finish_with_message(message.clone()).await;
-                return message;
-            }
+            biased;
             changed = updates.changed() => {
                 if changed.is_err() {
                     // The sink is gone; only the outcome is left to wait for.
@@ -81,6 +80,10 @@ where
                     .report_with_message(format!("{done}/{total} files"), percentage(done, total))
                     .await;
                 last_report = tokio::time::Instant::now();
+            }
+            message = &mut job => {
+                progress.finish_with_message(message.clone()).await;
+                return message;
             }
         }
     }

@@ -137,12 +137,24 @@ macro_rules! float_ops {
     };
 }
 
-/// Low and high nibbles of 32 bytes.
-#[inline(always)]
-unsafe fn nibbles(packed: *const u8) -> (__m256i, __m256i) {
-    let bytes = _mm256_loadu_si256(packed.cast());
-    let mask = _mm256_set1_epi8(0x0F);
-    (_mm256_and_si256(bytes, mask), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask))
+/// The 4-bit weights' loads, common to both engines.
+macro_rules! nibble_ops {
+    () => {
+        type Nibbles = __m256i;
+
+        #[inline(always)]
+        unsafe fn zero_partial() -> __m256i {
+            _mm256_setzero_si256()
+        }
+
+        /// Low and high nibbles of 32 bytes.
+        #[inline(always)]
+        unsafe fn nibbles(packed: *const u8) -> (__m256i, __m256i) {
+            let bytes = _mm256_loadu_si256(packed.cast());
+            let mask = _mm256_set1_epi8(0x0F);
+            (_mm256_and_si256(bytes, mask), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask))
+        }
+    };
 }
 
 impl Engine for Avx2 {
@@ -174,24 +186,15 @@ impl ByteWeights for Avx2 {
 }
 
 impl NibbleWeights for Avx2 {
-    type Nibbles = __m256i;
     /// 16-bit sums of pairs of products: a span adds at most 8 vectors' pairs, each at
     /// most 2 · 15 · 127 in magnitude, so 30,480: exact in 16 bits.
     type Partial = __m256i;
 
-    #[inline(always)]
-    unsafe fn zero_partial() -> __m256i {
-        _mm256_setzero_si256()
-    }
+    nibble_ops!();
 
     #[inline(always)]
     unsafe fn flush(partial: __m256i) -> __m256i {
         _mm256_madd_epi16(partial, _mm256_set1_epi16(1))
-    }
-
-    #[inline(always)]
-    unsafe fn nibbles(packed: *const u8) -> (__m256i, __m256i) {
-        nibbles(packed)
     }
 
     #[inline(always)]
@@ -207,22 +210,13 @@ impl Engine for AvxVnni {
 }
 
 impl NibbleWeights for AvxVnni {
-    type Nibbles = __m256i;
     type Partial = __m256i;
 
-    #[inline(always)]
-    unsafe fn zero_partial() -> __m256i {
-        _mm256_setzero_si256()
-    }
+    nibble_ops!();
 
     #[inline(always)]
     unsafe fn flush(partial: __m256i) -> __m256i {
         partial
-    }
-
-    #[inline(always)]
-    unsafe fn nibbles(packed: *const u8) -> (__m256i, __m256i) {
-        nibbles(packed)
     }
 
     #[inline(always)]
