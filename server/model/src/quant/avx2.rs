@@ -134,7 +134,22 @@ macro_rules! float_ops {
         unsafe fn store(values: __m256, to: *mut f32) {
             _mm256_storeu_ps(to, values)
         }
+
+        #[inline(always)]
+        unsafe fn sum_lanes(lanes: &[f32; LANES]) -> f32 {
+            sum_lanes_avx2(lanes)
+        }
     };
+}
+
+/// [`super::sum_lanes`] in vector registers: the same additions in the same order (the
+/// upper half onto the lower, eight lanes, then four, two, one).
+#[inline(always)]
+pub(super) unsafe fn sum_lanes_avx2(lanes: &[f32; LANES]) -> f32 {
+    let eight = _mm256_add_ps(_mm256_loadu_ps(lanes.as_ptr()), _mm256_loadu_ps(lanes.as_ptr().add(8)));
+    let four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps::<1>(eight));
+    let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+    _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)))
 }
 
 /// The 4-bit weights' loads, common to both engines.

@@ -101,7 +101,7 @@ unsafe fn block<const R: usize, const G: usize>(w: &ByteRows, x: &QuantizedRows,
         for (i, lanes) in row_acc.iter().enumerate() {
             let mut values = [0f32; LANES];
             _mm512_storeu_ps(values.as_mut_ptr(), *lanes);
-            out[(at.column + j) * m + at.r0 + i] = sum_lanes(values);
+            out[(at.column + j) * m + at.r0 + i] = super::avx2::sum_lanes_avx2(&values);
         }
     }
 }
@@ -227,6 +227,11 @@ impl Engine for Avx512 {
     #[inline(always)]
     unsafe fn store(values: __m512, to: *mut f32) {
         _mm512_storeu_ps(to, values)
+    }
+
+    #[inline(always)]
+    unsafe fn sum_lanes(lanes: &[f32; LANES]) -> f32 {
+        super::avx2::sum_lanes_avx2(lanes)
     }
 }
 

@@ -36,6 +36,12 @@ pub(super) trait Engine {
     /// `acc + a × b`, fused.
     unsafe fn fused(acc: Self::Float, a: Self::Float, b: Self::Float) -> Self::Float;
     unsafe fn store(values: Self::Float, to: *mut f32);
+
+    /// [`sum_lanes`] of the 16 lanes, in its order.
+    #[inline(always)]
+    unsafe fn sum_lanes(lanes: &[f32; LANES]) -> f32 {
+        sum_lanes(*lanes)
+    }
 }
 
 /// Multiplying Q8_0 weights (biased bytes) on an engine.
@@ -383,10 +389,14 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
                 }
             }
             if C::MINS {
+                let mut x_terms = [E::zero(); G];
+                for i in 0..G {
+                    x_terms[i] = E::load(x_min_terms[i].add(lane_offset));
+                }
                 for j in 0..R {
                     let w_min = part_scales::<E, C::Scale>(w_scales[j].1, span, part);
                     for i in 0..G {
-                        acc[j][i] = E::fused(acc[j][i], w_min, E::load(x_min_terms[i].add(lane_offset)));
+                        acc[j][i] = E::fused(acc[j][i], w_min, x_terms[i]);
                     }
                 }
             }
@@ -399,7 +409,7 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
     }
     for (j, lanes) in lanes.iter().enumerate() {
         for (i, lanes) in lanes.iter().enumerate() {
-            out[(at.column + j) * x.rows + at.r0 + i] = sum_lanes(*lanes);
+            out[(at.column + j) * x.rows + at.r0 + i] = E::sum_lanes(lanes);
         }
     }
 }
