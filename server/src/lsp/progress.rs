@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tower_lsp_server::lsp_types::request::WorkDoneProgressCreate;
 use tower_lsp_server::lsp_types::{ProgressToken, WorkDoneProgressCreateParams};
-use tower_lsp_server::Client;
+use tower_lsp_server::{Bounded, Client, NotCancellable, OngoingProgress};
 
 /// Least time between two `report` notifications.
 const REPORT_INTERVAL: Duration = Duration::from_millis(100);
@@ -62,11 +62,20 @@ where
     let progress = client.progress(token, title).with_percentage(0).with_message("starting").begin().await;
     tokio::pin!(job);
     let mut last_report = tokio::time::Instant::now() - REPORT_INTERVAL;
+    let mut reported = (0, 0);
     loop {
-        // Progress first: a job that ends between two polls still reports where it got
-        // to before `end` (a random choice between the two made that report a coin toss).
+        // The job's end first, so that `end` is never held back by a throttled report.
         tokio::select! {
             biased;
+            message = &mut job => {
+                // A job that ended between two polls still reports where it got to.
+                let latest = *updates.borrow();
+                if latest != reported {
+                    report(&progress, latest).await;
+                }
+                progress.finish_with_message(message.clone()).await;
+                return message;
+            }
             changed = updates.changed() => {
                 if changed.is_err() {
                     // The sink is gone; only the outcome is left to wait for.
@@ -75,18 +84,16 @@ where
                     return message;
                 }
                 tokio::time::sleep_until(last_report + REPORT_INTERVAL).await;
-                let (done, total) = *updates.borrow_and_update();
-                progress
-                    .report_with_message(format!("{done}/{total} files"), percentage(done, total))
-                    .await;
+                reported = *updates.borrow_and_update();
+                report(&progress, reported).await;
                 last_report = tokio::time::Instant::now();
-            }
-            message = &mut job => {
-                progress.finish_with_message(message.clone()).await;
-                return message;
             }
         }
     }
+}
+
+async fn report(progress: &OngoingProgress<Bounded, NotCancellable>, (done, total): (usize, usize)) {
+    progress.report_with_message(format!("{done}/{total} files"), percentage(done, total)).await;
 }
 
 #[cfg(test)]
