@@ -231,23 +231,29 @@ mod vector {
     const QUERY_GROUP: usize = 4;
     /// Queries that share each loaded value row in the weighted sum.
     const SUM_GROUP: usize = 2;
+    /// 8-lane vectors the register file holds: 32 with AVX-512VL, 16 with AVX2 and with
+    /// NEON (32 registers, two per vector). The tiles below are sized so that their
+    /// sums and loaded rows stay in registers; spilling them to the stack costs more
+    /// than the cache reads the tiles save. The tile shape never changes a result.
+    const WIDE: usize = 32;
+    const NARROW: usize = 16;
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
     pub(super) unsafe fn attend_avx512(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend::<super::lanes::Avx2>(work, scores, outs)
+        attend::<super::lanes::Avx2, WIDE>(work, scores, outs)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn attend_avx2(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend::<super::lanes::Avx2>(work, scores, outs)
+        attend::<super::lanes::Avx2, NARROW>(work, scores, outs)
     }
 
     #[cfg(target_arch = "aarch64")]
     #[target_feature(enable = "neon")]
     pub(super) unsafe fn attend_neon(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend::<super::lanes::Neon>(work, scores, outs)
+        attend::<super::lanes::Neon, NARROW>(work, scores, outs)
     }
 
     /// Needs `head_dim` to be a multiple of 8 and the rows checked by [`attend_block`].
@@ -255,18 +261,27 @@ mod vector {
     /// compiled inside the entry points above with their registers (the intrinsics are
     /// inlined there).
     #[inline(always)]
-    unsafe fn attend<L: Lanes>(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+    unsafe fn attend<L: Lanes, const REGISTERS: usize>(
+        work: &Attention,
+        scores: &mut Vec<f32>,
+        outs: &mut [&mut [f32]],
+    ) {
         let mut rows = work.score_rows(scores);
         let n = work.queries.len();
         let mut start = 0;
         while start < n {
             let group = start..(start + QUERY_GROUP).min(n);
             let (queries, rows) = (&work.queries[group.clone()], &mut rows[group.clone()]);
-            match group.len() {
-                4 => score_cache::<L, 4, 4>(queries, work, rows),
-                3 => score_cache::<L, 3, 4>(queries, work, rows),
-                2 => score_cache::<L, 2, 8>(queries, work, rows),
-                _ => score_cache::<L, 1, 8>(queries, work, rows),
+            // Sums `Q × K`, plus `K` key vectors and a query vector in registers.
+            match (REGISTERS, group.len()) {
+                (WIDE, 4) => score_cache::<L, 4, 4>(queries, work, rows),
+                (WIDE, 3) => score_cache::<L, 3, 4>(queries, work, rows),
+                (WIDE, 2) => score_cache::<L, 2, 8>(queries, work, rows),
+                (WIDE, _) => score_cache::<L, 1, 8>(queries, work, rows),
+                (_, 4) => score_cache::<L, 4, 2>(queries, work, rows),
+                (_, 3) => score_cache::<L, 3, 3>(queries, work, rows),
+                (_, 2) => score_cache::<L, 2, 4>(queries, work, rows),
+                _ => score_cache::<L, 1, 6>(queries, work, rows),
             }
             start = group.end;
         }
@@ -281,10 +296,14 @@ mod vector {
             let group = start..(start + SUM_GROUP).min(n);
             let sums = Sums { weights: &rows[group.clone()], first: start, inverses: &inverses, work };
             let outs = &mut outs[group.clone()];
-            match (group.len(), vectors % 8) {
-                (2, 0) => sums.write::<L, 2, 8>(outs),
-                (2, _) => sums.write::<L, 2, 1>(outs),
-                (_, 0) => sums.write::<L, 1, 8>(outs),
+            // Sums `Q × V`, plus `V` value vectors and a weight in registers.
+            let wide = REGISTERS == WIDE;
+            match (group.len(), vectors % 8, vectors % 4) {
+                (2, 0, _) if wide => sums.write::<L, 2, 8>(outs),
+                (_, 0, _) if wide => sums.write::<L, 1, 8>(outs),
+                (2, _, 0) => sums.write::<L, 2, 4>(outs),
+                (_, _, 0) => sums.write::<L, 1, 4>(outs),
+                (2, _, _) => sums.write::<L, 2, 1>(outs),
                 _ => sums.write::<L, 1, 1>(outs),
             }
             start = group.end;
