@@ -28,6 +28,9 @@ pub enum BenchCommand {
     /// LSP request-to-response latency of single-line completions, cold
     /// (a new file) and warm (after one keystroke), against `copilotd --stdio`.
     Lsp(LspArgs),
+    /// A person typing function bodies of real packages back, keystroke by keystroke,
+    /// through `copilotd --stdio`: latency, suggestions taken, work per character.
+    Typing(TypingArgs),
     /// Build the uncompacted common datastore (every n-gram, not CREST's top-t)
     /// that `bench repo --common-full` compares with, ahead of time.
     BuildFullCommon(BuildCommonArgs),
@@ -46,6 +49,37 @@ pub struct LspArgs {
     /// The model (default: as configured).
     #[arg(long)]
     model: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct TypingArgs {
+    /// Package list, one `name==version` a line.
+    #[arg(long, default_value = "benches/packages.txt")]
+    packages: PathBuf,
+    /// Packages used, from the top of the list.
+    #[arg(long, default_value_t = 2)]
+    package_count: usize,
+    /// Tasks per package.
+    #[arg(long, default_value_t = 2)]
+    tasks: usize,
+    /// Strategies replayed, each on its own daemon.
+    #[arg(long, value_delimiter = ',', default_value = "ar,auto", value_parser = parse::<Strategy>)]
+    strategies: Vec<Strategy>,
+    /// Characters of each body typed (cut after a whole line).
+    #[arg(long, default_value_t = 300)]
+    max_chars: usize,
+    /// Most new tokens per completion (the editors' default).
+    #[arg(long, default_value_t = 64)]
+    max_tokens: usize,
+    /// Seed of the person's pace.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The model (default: as configured).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Where results.json and results.md go.
+    #[arg(long, default_value = "target/bench/typing")]
+    out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -109,6 +143,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::CostCurve(args) => cost_curve(&args),
         BenchCommand::Repo(args) => repo(&args),
         BenchCommand::Lsp(args) => lsp(args),
+        BenchCommand::Typing(args) => typing(&args),
         BenchCommand::BuildFullCommon(args) => args.build(full_common::store_path, full_common::params()),
     }
 }
@@ -333,6 +368,56 @@ fn lsp(args: LspArgs) -> Result<()> {
     };
     let report = crate::lsp::latency::bench_lsp(&options)?;
     println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+fn typing(args: &TypingArgs) -> Result<()> {
+    use crate::lsp::typing::{self, PackageTasks, TypingOptions};
+    anyhow::ensure!(args.tasks > 0 && args.package_count > 0, "--tasks and --package-count must be positive");
+    let cache = copilotd_server::paths::cache_dir().join("bench");
+    let mut packages = Vec::new();
+    for package in packages::read_list(&args.packages)?.into_iter().take(args.package_count) {
+        let root = packages::unpacked(&package, &cache)?;
+        let tasks = crate::tasks::spread(crate::tasks::find_tasks(&root)?, args.tasks);
+        packages.push(PackageTasks { package: package.label(), root, tasks });
+    }
+    let options = TypingOptions {
+        binary: std::env::current_exe().context("cannot find the copilotd binary")?,
+        model: args.model.clone(),
+        strategies: args.strategies.iter().map(Strategy::to_string).collect(),
+        packages,
+        max_chars: args.max_chars,
+        max_tokens: args.max_tokens,
+        seed: args.seed,
+    };
+    let replays = typing::run(&options, &mut |r| {
+        eprintln!(
+            "{} {:?} {} {}: {} keystrokes, {} typed, {} accepted",
+            r.strategy, r.start, r.package, r.function, r.keystrokes, r.typed_chars, r.accepted_chars
+        )
+    })?;
+    let summaries = typing::summarize(&replays);
+    let cpu = CpuDescription::of_this_machine();
+    let header = format!(
+        "Typing replay: {} packages × {} tasks, up to {} characters per body, maxTokens {}, seed {}.\n{}\n\n",
+        options.packages.len(),
+        args.tasks,
+        args.max_chars,
+        args.max_tokens,
+        args.seed,
+        format_args!("CPU {} (features: {})", cpu.model, cpu.features.join(" ")),
+    );
+    let table = typing::table(&summaries);
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::write(args.out.join("results.md"), format!("{header}{table}"))?;
+    let json = json!({
+        "machine": {"cpu": cpu.model, "features": cpu.features},
+        "tasks_per_package": args.tasks, "max_chars": args.max_chars, "max_tokens": args.max_tokens, "seed": args.seed,
+        "summaries": summaries, "replays": replays,
+    });
+    std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&json)?)?;
+    print!("{header}{table}");
+    println!("written to {}", args.out.display());
     Ok(())
 }
 

@@ -140,11 +140,19 @@ pub struct DecodeHooks<'a> {
 pub struct Session<M: TreeModel> {
     model: M,
     cached: Vec<u32>,
+    /// Tokens generated since the session started, cancelled generations included: the
+    /// work done, whether or not anyone saw its result.
+    generated: u64,
 }
 
 impl<M: TreeModel> Session<M> {
     pub fn new(model: M) -> Self {
-        Session { model, cached: Vec::new() }
+        Session { model, cached: Vec::new(), generated: 0 }
+    }
+
+    /// Tokens generated since the session started, cancelled generations included.
+    pub fn generated_tokens(&self) -> u64 {
+        self.generated
     }
 
     pub fn model(&self) -> &M {
@@ -256,6 +264,7 @@ impl<M: TreeModel> Session<M> {
                 break reason;
             }
             if let Some(reason) = cancel.reason() {
+                self.generated += output.len() as u64;
                 return Err(DecodeError::Cancelled(reason));
             }
 
@@ -310,6 +319,7 @@ impl<M: TreeModel> Session<M> {
 
         stats.new_tokens = output.len();
         stats.decode_ms = ms_since(decode_started);
+        self.generated += output.len() as u64;
         Ok(Generation { tokens: output, stop: stop_reason, stats })
     }
 }

@@ -143,6 +143,8 @@ pub struct RecentStats {
     pub completions: usize,
     pub tokens_per_second: Option<f64>,
     pub acceptance_length: Option<f64>,
+    /// Tokens generated since start, by every completion (cancelled ones included).
+    pub generated_tokens: u64,
 }
 
 /// How many completions `RecentStats` averages over.
@@ -233,6 +235,7 @@ impl Completer {
             completions: self.recent.len(),
             tokens_per_second: (ms > 0.0).then(|| tokens as f64 * 1000.0 / ms),
             acceptance_length: (steps > 0).then(|| tokens as f64 / steps as f64),
+            generated_tokens: self.session.generated_tokens(),
         }
     }
 

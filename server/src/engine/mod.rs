@@ -54,6 +54,8 @@ pub struct Recent {
     pub completions: u64,
     pub tokens_per_second: Option<f64>,
     pub acceptance_length: Option<f64>,
+    /// Tokens generated since start, cancelled completions included.
+    pub generated_tokens: u64,
     pub last: Option<serde_json::Value>,
 }
 

@@ -161,6 +161,7 @@ impl ModelEngine {
         })
         .await;
         let (result, recent) = outcome.map_err(|join| ServiceError::Panicked(join.to_string()))?;
+        lock(&self.recent).generated_tokens = recent.generated_tokens;
         let completion = result?;
         let mut figures = lock(&self.recent);
         figures.completions += 1;

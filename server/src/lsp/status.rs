@@ -84,6 +84,8 @@ pub struct Status {
     pub acceptance_length: Option<f64>,
     /// Completions answered since start.
     pub completions: u64,
+    /// Tokens the model generated since start, cancelled completions included.
+    pub generated_tokens: u64,
     /// Statistics of the last completion, as the engine reports them.
     pub last: Option<serde_json::Value>,
 }

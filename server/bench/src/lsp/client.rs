@@ -148,6 +148,18 @@ impl StdioClient {
         }
     }
 
+    /// The whole response object of request `id` if it arrives before `deadline`.
+    pub fn response_until(&mut self, id: i64, deadline: Instant) -> Result<Option<Value>> {
+        loop {
+            if let Some(response) = self.responses.remove(&id) {
+                return Ok(Some(response));
+            }
+            if !self.pump(deadline)? {
+                return Ok(None);
+            }
+        }
+    }
+
     /// Sends a request and waits for its response object.
     pub fn call(&mut self, method: &str, params: Value, timeout: Duration) -> Result<Value> {
         let id = self.request(method, params)?;
@@ -193,6 +205,11 @@ impl StdioClient {
             self.stash(message);
         }
         self.messages.iter().cloned().collect()
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Whether the server process is still running.

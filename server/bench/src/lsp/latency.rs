@@ -60,7 +60,7 @@ pub struct LspBenchReport {
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
@@ -132,7 +132,8 @@ fn last_figures(client: &mut StdioClient) -> Result<(f64, f64)> {
     Ok((last["new_tokens"].as_f64().unwrap_or(0.0), if prompt > 0.0 { reused / prompt } else { 0.0 }))
 }
 
-fn wait_for_model(client: &mut StdioClient) -> Result<()> {
+/// Waits until the server's model is loaded.
+pub(super) fn wait_for_model(client: &mut StdioClient) -> Result<()> {
     let deadline = Instant::now() + TIMEOUT;
     loop {
         let status = client.call_ok("copilotd/status", Value::Null, TIMEOUT)?;

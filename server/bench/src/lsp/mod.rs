@@ -1,5 +1,8 @@
-//! The language server from outside: a blocking stdio client ([`client`]) and the latency
-//! benchmark that drives `copilotd --stdio` with it ([`latency`]).
+//! The language server from outside: a blocking stdio client ([`client`]), the latency
+//! benchmark that drives `copilotd --stdio` with it ([`latency`]), and the typing benchmark
+//! ([`typing`], with its simulated person in [`typist`]).
 
 pub mod client;
 pub mod latency;
+pub mod typing;
+pub mod typist;

@@ -33,6 +33,7 @@ pub fn status(backend: &Backend) -> Status {
         tokens_per_second: recent.tokens_per_second,
         acceptance_length: recent.acceptance_length,
         completions: recent.completions,
+        generated_tokens: recent.generated_tokens,
         last: recent.last,
     }
 }
