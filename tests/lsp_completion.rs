@@ -77,15 +77,17 @@ fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
     let reused = stats["reused_prompt_tokens"].as_u64().unwrap();
     assert!(reused > 0, "the prompt before the edit is reused: {stats}");
 
-    // 3. One more keystroke at the cursor: almost the whole prompt is reused.
-    change(client, &uri, 100, (28, 8), (28, 8), "r");
+    // 3. One more keystroke at the cursor, not the one suggested (that would be answered
+    // from the suggestion, see below): almost the whole prompt is reused.
+    let key = if second.starts_with('#') { "x" } else { "#" };
+    change(client, &uri, 100, (28, 8), (28, 8), key);
     let started = Instant::now();
     let third = complete(client, &uri, 28, 9);
     let third_ms = started.elapsed().as_millis();
     let stats = last_stats(client);
     let (prompt, reused) = (stats["prompt_tokens"].as_u64().unwrap(), stats["reused_prompt_tokens"].as_u64().unwrap());
     assert!(reused + 4 >= prompt, "a keystroke costs a few tokens of prefill: {stats}");
-    eprintln!("after typing 'r': {third:?}");
+    eprintln!("after typing {key:?}: {third:?}");
     eprintln!(
         "latency: first {first_ms} ms (cold prompt), after an edit above {second_ms} ms, after a keystroke {third_ms} ms \
          ({reused}/{prompt} prompt tokens reused)"
@@ -96,6 +98,41 @@ fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
     assert!(status["tokensPerSecond"].as_f64().unwrap() > 0.0, "{status}");
     assert!(status["acceptanceLength"].as_f64().unwrap() >= 1.0, "{status}");
     assert_eq!(status["modelState"], "ready");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
+#[test]
+fn typing_what_was_suggested_is_answered_from_the_suggestion() {
+    let model = model_path();
+    let _serial = serial();
+    let mut harness = start(None, options(&model, 24));
+    let client = &mut harness.client;
+    let uri = "file:///tmp/copilotd-typed/inventory.py";
+    open(client, uri, &inventory());
+    let suggestion = complete(client, uri, 28, 8);
+    assert!(suggestion.trim().len() > 2, "a suggestion to type through: {suggestion:?}");
+    let generated = status(client)["generatedTokens"].as_u64().unwrap();
+    assert!(generated > 0);
+
+    // Type its first two characters: the rest of it comes back, and the model did nothing.
+    let typed: String = suggestion.chars().take(2).collect();
+    for (i, ch) in typed.chars().enumerate() {
+        change(client, uri, 2 + i as i32, (28, 8 + i as u32), (28, 8 + i as u32), &ch.to_string());
+    }
+    let rest = complete(client, uri, 28, 10);
+    assert_eq!(rest, suggestion[typed.len()..], "the rest of the suggestion");
+    let after = status(client);
+    assert_eq!(after["last"]["stop"], "typed_through", "{after}");
+    assert_eq!(after["generatedTokens"].as_u64().unwrap(), generated, "nothing decoded: {after}");
+
+    // A character the suggestion did not predict: decoded again.
+    let next = suggestion[typed.len()..].chars().next().unwrap();
+    let other = if next == '~' { "!" } else { "~" };
+    change(client, uri, 10, (28, 10), (28, 10), other);
+    complete(client, uri, 28, 11);
+    let after = status(client);
+    assert_ne!(after["last"]["stop"], "typed_through", "{after}");
+    assert!(after["generatedTokens"].as_u64().unwrap() > generated, "{after}");
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 

@@ -6,6 +6,7 @@
 //! codes, and its tests run against a fake service without a model.
 
 mod model_engine;
+mod typed_through;
 
 pub use model_engine::ModelEngine;
 

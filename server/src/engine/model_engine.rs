@@ -11,8 +11,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::sync::watch;
 
+use super::typed_through::LastSuggestion;
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
-use crate::completion::{self, Completer, Completion, CompletionRequest, EngineSettings};
+use crate::completion::{self, Completer, Completion, CompletionRequest, CompletionStats, EngineSettings, Strategy};
 use crate::sync::lock;
 use crate::workspace::SharedStore;
 
@@ -34,6 +35,8 @@ enum Load {
 /// A loaded model, shared by completions (one at a time).
 struct Loaded {
     completer: Arc<tokio::sync::Mutex<Completer>>,
+    /// The last suggestion, for typed-through answers (forgotten with the model).
+    last_suggestion: Mutex<LastSuggestion>,
     name: String,
     device: String,
     tokenizer: Tokenizer,
@@ -94,6 +97,7 @@ impl ModelEngine {
                     device: info.device.clone(),
                     tokenizer: tokenizer.clone(),
                     completer: Arc::new(tokio::sync::Mutex::new(completer)),
+                    last_suggestion: Mutex::new(LastSuggestion::default()),
                 };
                 attach_common_store(tokenizer, Arc::clone(&loaded.completer));
                 Load::Ready(Arc::new(loaded))
@@ -140,6 +144,10 @@ impl ModelEngine {
 
     async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
         let loaded = self.ready(&cancel).await?;
+        if let Some(rest) = lock(&loaded.last_suggestion).continuation(&job.text, job.cursor) {
+            return Ok(self.typed_through(job.strategy, rest));
+        }
+        let (text, cursor) = (Arc::clone(&job.text), job.cursor);
         // Requests queue for the model; a superseded one leaves the queue at once.
         let mut completer = tokio::select! {
             completer = Arc::clone(&loaded.completer).lock_owned() => completer,
@@ -163,12 +171,22 @@ impl ModelEngine {
         let (result, recent) = outcome.map_err(|join| ServiceError::Panicked(join.to_string()))?;
         lock(&self.recent).generated_tokens = recent.generated_tokens;
         let completion = result?;
+        lock(&loaded.last_suggestion).remember(text, cursor, &completion.text);
         let mut figures = lock(&self.recent);
         figures.completions += 1;
         figures.tokens_per_second = recent.tokens_per_second;
         figures.acceptance_length = recent.acceptance_length;
         figures.last = serde_json::to_value(&completion.stats).ok();
         Ok(completion)
+    }
+
+    /// The answer that the rest of the last suggestion gives, counted as a completion.
+    fn typed_through(&self, strategy: Strategy, rest: String) -> Completion {
+        let stats = CompletionStats { stop: "typed_through", ..CompletionStats::empty(strategy) };
+        let mut figures = lock(&self.recent);
+        figures.completions += 1;
+        figures.last = serde_json::to_value(&stats).ok();
+        Completion { text: rest, tokens: Vec::new(), stats }
     }
 }
 

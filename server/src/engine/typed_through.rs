@@ -1,0 +1,80 @@
+//! Typed-through answers: while the person types exactly what the last suggestion predicted,
+//! the rest of that suggestion is the answer, at once, without the model.
+//!
+//! The editor already shortens its ghost text while the typed characters match it; this keeps
+//! the daemon's answer in step with what is on screen instead of decoding it again (a fresh
+//! decode of the longer prompt could differ, since the typed characters are tokenized as
+//! prompt, not as the tokens that generated them).
+
+use std::sync::Arc;
+
+/// The last suggestion answered, with the buffer and cursor it was answered for.
+#[derive(Default)]
+pub struct LastSuggestion {
+    last: Option<Answered>,
+}
+
+struct Answered {
+    text: Arc<String>,
+    cursor: usize,
+    suggestion: String,
+}
+
+impl LastSuggestion {
+    /// Remembers the suggestion answered for `text` at `cursor` (an empty one forgets).
+    pub fn remember(&mut self, text: Arc<String>, cursor: usize, suggestion: &str) {
+        self.last = (!suggestion.is_empty()).then(|| Answered { text, cursor, suggestion: suggestion.to_owned() });
+    }
+
+    /// The rest of the last suggestion, when `text` is its buffer with a beginning of the
+    /// suggestion typed at its cursor, `cursor` after it, and nothing else changed; `None`
+    /// when anything else changed or only white space would remain.
+    pub fn continuation(&self, text: &str, cursor: usize) -> Option<String> {
+        let last = self.last.as_ref()?;
+        let typed = text.get(last.cursor..cursor)?;
+        let rest = last.suggestion.strip_prefix(typed)?;
+        let (before, after) = last.text.split_at(last.cursor);
+        let unchanged = text.len() == last.text.len() + typed.len()
+            && text.as_bytes()[..last.cursor] == *before.as_bytes()
+            && text.as_bytes()[cursor..] == *after.as_bytes();
+        (unchanged && !rest.trim().is_empty()).then(|| rest.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(text: &str, cursor: usize, suggestion: &str) -> LastSuggestion {
+        let mut last = LastSuggestion::default();
+        last.remember(Arc::new(text.to_owned()), cursor, suggestion);
+        last
+    }
+
+    #[test]
+    fn typing_the_suggestion_answers_its_rest() {
+        let last = shown("def f(x):\n    \nend\n", 14, "return x + 1");
+        assert_eq!(last.continuation("def f(x):\n    \nend\n", 14).as_deref(), Some("return x + 1"));
+        assert_eq!(last.continuation("def f(x):\n    ret\nend\n", 17).as_deref(), Some("urn x + 1"));
+    }
+
+    #[test]
+    fn anything_else_is_decoded_again() {
+        let last = shown("def f(x):\n    \nend\n", 14, "return x + 1");
+        // Typed something else, moved back, edited elsewhere, or typed it all.
+        assert_eq!(last.continuation("def f(x):\n    rex\nend\n", 17), None);
+        assert_eq!(last.continuation("def f(x):\n    \nend\n", 13), None);
+        assert_eq!(last.continuation("def g(x):\n    ret\nend\n", 17), None);
+        assert_eq!(last.continuation("def f(x):\n    ret\nend!\n", 17), None);
+        assert_eq!(last.continuation("def f(x):\n    return x + 1\nend\n", 26), None);
+        assert_eq!(LastSuggestion::default().continuation("x", 0), None);
+        assert_eq!(shown("x", 1, "").continuation("x", 1), None);
+    }
+
+    #[test]
+    fn cursors_off_character_boundaries_are_refused() {
+        let last = shown("é", 0, "éa");
+        assert_eq!(last.continuation("éé", 1), None);
+        assert_eq!(last.continuation("éé", 2).as_deref(), Some("a"));
+    }
+}
