@@ -10,6 +10,8 @@
 use crate::retrieval::{Continuation, Retrieval};
 use std::collections::HashMap;
 
+mod persist;
+
 /// Settings of the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheConfig {

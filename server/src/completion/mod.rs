@@ -23,12 +23,13 @@ use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::decode::{DecodeHooks, DecodeOptions, DecodeStats, Session, StopReason};
 use copilotd_draft::drafter::Drafter;
 use copilotd_draft::fastcoder::FastCoderConfig;
+use copilotd_draft::pref_cache::PreferenceCache;
 use copilotd_model::{Kernel, LoadOptions, Model, ModelInfo, Tokenizer, WeightFormat};
 use drafting::{BudgetSettings, DraftSources};
 use model_adapter::LoadedModel;
 use serde::Serialize;
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use stop::StopRules;
 
@@ -220,6 +221,27 @@ impl Completer {
         let store = common::open_or_build(&self.tokenizer)?;
         self.sources.common = Some(store);
         Ok(())
+    }
+
+    /// Replaces the preference cache with the one persisted at `path` for this tokenizer.
+    /// Without a file the cache stays as it is; a damaged or foreign file is logged and
+    /// the cache starts empty (the next save replaces the file).
+    pub fn restore_preferences(&mut self, path: &Path) {
+        let config = self.sources.fastcoder.cache;
+        let restored = match PreferenceCache::load(path, config, self.tokenizer.fingerprint()) {
+            Ok(cache) => cache,
+            Err(_) if !path.exists() => return,
+            Err(err) => {
+                tracing::warn!("{err:#}; the preference cache starts empty");
+                PreferenceCache::new(config)
+            }
+        };
+        *crate::sync::lock(&self.sources.cache) = restored;
+    }
+
+    /// Persists the preference cache at `path` (see [`Completer::restore_preferences`]).
+    pub fn save_preferences(&self, path: &Path) -> Result<()> {
+        crate::sync::lock(&self.sources.cache).save(path, self.tokenizer.fingerprint())
     }
 
     /// The common datastore built for this model's tokenizer.

@@ -17,24 +17,17 @@ use std::path::Path;
 use anyhow::{bail, ensure, Context, Result};
 
 use super::{FileUpdate, RepositoryStore, Stamp};
+use crate::persisted::{Kind, Reader};
 
 pub const MAGIC: [u8; 8] = *b"CPDREPO\0";
 pub const FORMAT_VERSION: u32 = 2;
-const HEADER_LEN: usize = 40;
+const KIND: Kind = Kind { magic: MAGIC, version: FORMAT_VERSION, name: "repository store" };
 
 impl RepositoryStore {
     /// Writes the store to `path` atomically: a temporary file in the same
     /// directory, flushed to disk, then renamed over `path`.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let payload = self.encode_payload();
-        let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
-        bytes.extend_from_slice(&MAGIC);
-        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        bytes.extend_from_slice(&0u32.to_le_bytes());
-        bytes.extend_from_slice(&self.fingerprint.to_le_bytes());
-        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(&crate::checksum::of_bytes(&payload).to_le_bytes());
-        bytes.extend_from_slice(&payload);
+        let bytes = KIND.wrap(self.fingerprint, &self.encode_payload());
         crate::atomic_file::write(path, &bytes)
             .with_context(|| format!("cannot write repository store {}", path.display()))
     }
@@ -72,27 +65,7 @@ impl RepositoryStore {
     }
 
     fn decode(bytes: &[u8], expected_fingerprint: u64) -> Result<Self> {
-        ensure!(bytes.len() >= HEADER_LEN, "file too short ({} bytes) for the {HEADER_LEN}-byte header", bytes.len());
-        let mut header = Reader::new(&bytes[..HEADER_LEN]);
-        ensure!(header.take(8)? == MAGIC, "not a copilotd repository store (bad magic)");
-        let version = header.u32()?;
-        ensure!(version == FORMAT_VERSION, "format version {version}, expected {FORMAT_VERSION}");
-        header.u32()?;
-        let fingerprint = header.u64()?;
-        ensure!(
-            fingerprint == expected_fingerprint,
-            "built for another tokenizer (fingerprint {fingerprint:016x}, expected {expected_fingerprint:016x})"
-        );
-        let payload_len = header.u64()?;
-        let sum = header.u64()?;
-        let payload = &bytes[HEADER_LEN..];
-        ensure!(
-            payload.len() as u64 == payload_len,
-            "truncated or padded: payload is {} bytes, header says {payload_len}",
-            payload.len()
-        );
-        ensure!(crate::checksum::of_bytes(payload) == sum, "checksum mismatch (corrupt file)");
-
+        let payload = KIND.unwrap(bytes, expected_fingerprint)?;
         let mut r = Reader::new(payload);
         let count = r.u64()?;
         let mut updates = Vec::new();
@@ -104,54 +77,16 @@ impl RepositoryStore {
                 1 => Some(Stamp([r.u64()?, r.u64()?])),
                 other => bail!("bad stamp flag {other} for {path}"),
             };
-            let n = usize::try_from(r.u64()?).context("token count overflows")?;
-            let raw = r.take(n.checked_mul(4).context("token count overflows")?)?;
-            let tokens = raw.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            let count = usize::try_from(r.u64()?).context("token count overflows")?;
+            let tokens = r.tokens(count)?;
             updates.push(FileUpdate { path, tokens, stamp });
         }
         ensure!(r.is_empty(), "trailing bytes after the last file");
         let mut paths: Vec<&str> = updates.iter().map(|u| u.path.as_str()).collect();
         paths.sort_unstable();
         ensure!(paths.windows(2).all(|w| w[0] != w[1]), "a path occurs twice");
-        let mut store = RepositoryStore::with_fingerprint(fingerprint);
+        let mut store = RepositoryStore::with_fingerprint(expected_fingerprint);
         store.upsert_files(updates);
         Ok(store)
-    }
-}
-
-/// Bounds-checked little-endian reader.
-struct Reader<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
-        Self { bytes }
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        ensure!(n <= self.bytes.len(), "unexpected end of data");
-        let (head, tail) = self.bytes.split_at(n);
-        self.bytes = tail;
-        Ok(head)
-    }
-
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn u32(&mut self) -> Result<u32> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64(&mut self) -> Result<u64> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(a))
-    }
-
-    fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
     }
 }

@@ -1,0 +1,108 @@
+//! On-disk form of the preference cache, so that what the model confirmed in a workspace
+//! outlives the daemon. The envelope is [`crate::persisted`]'s (versioned, checksummed, tied
+//! to the tokenizer); the payload holds the sequences, least recently used first, so that
+//! loading them in order restores their recency:
+//! ```text
+//! sequence count u64, then per sequence: token count u32 | tokens u32 × count
+//! ```
+
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+
+use super::{CacheConfig, PreferenceCache};
+use crate::persisted::{Kind, Reader};
+
+const KIND: Kind = Kind { magic: *b"CPDPREF\0", version: 1, name: "preference cache" };
+
+impl PreferenceCache {
+    /// Writes the cache to `path` atomically, for the tokenizer `fingerprint`.
+    pub fn save(&self, path: &Path, fingerprint: u64) -> Result<()> {
+        let mut entries: Vec<_> = self.slots.iter().flatten().collect();
+        entries.sort_by_key(|entry| entry.last_used);
+        let mut payload = Vec::new();
+        payload.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+        for entry in entries {
+            payload.extend_from_slice(&(entry.tokens.len() as u32).to_le_bytes());
+            entry.tokens.iter().for_each(|t| payload.extend_from_slice(&t.to_le_bytes()));
+        }
+        crate::atomic_file::write(path, &KIND.wrap(fingerprint, &payload))
+            .with_context(|| format!("cannot write preference cache {}", path.display()))
+    }
+
+    /// Reads a cache written by [`save`](Self::save) into a new cache with `config` (the
+    /// most recent sequences kept if it holds fewer), refusing a damaged file or one made
+    /// for another tokenizer.
+    pub fn load(path: &Path, config: CacheConfig, fingerprint: u64) -> Result<PreferenceCache> {
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read preference cache {}", path.display()))?;
+        Self::decode(&bytes, config, fingerprint)
+            .with_context(|| format!("invalid preference cache {}", path.display()))
+    }
+
+    fn decode(bytes: &[u8], config: CacheConfig, fingerprint: u64) -> Result<PreferenceCache> {
+        let mut reader = Reader::new(KIND.unwrap(bytes, fingerprint)?);
+        let count = reader.u64()?;
+        let mut cache = PreferenceCache::new(config);
+        for _ in 0..count {
+            let len = reader.u32()? as usize;
+            cache.insert(&reader.tokens(len)?);
+        }
+        ensure!(reader.is_empty(), "trailing bytes after the last sequence");
+        Ok(cache)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filled() -> PreferenceCache {
+        let mut cache = PreferenceCache::new(CacheConfig { activation: 0, ..CacheConfig::default() });
+        cache.insert(&[1, 2, 3, 4]);
+        cache.insert(&[5, 6, 7]);
+        cache.insert(&[1, 2, 9, 9]);
+        cache
+    }
+
+    #[test]
+    fn a_saved_cache_answers_as_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pref.cache");
+        let mut cache = filled();
+        cache.save(&path, 7).unwrap();
+        let mut loaded = PreferenceCache::load(&path, *cache.config(), 7).unwrap();
+        assert_eq!(loaded.len(), 3);
+        assert_eq!(loaded.lookup(&[0, 1, 2]), cache.lookup(&[0, 1, 2]));
+        assert_eq!(loaded.lookup(&[5, 6]), cache.lookup(&[5, 6]));
+    }
+
+    #[test]
+    fn a_smaller_cache_keeps_the_most_recent_sequences() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pref.cache");
+        filled().save(&path, 7).unwrap();
+        let config = CacheConfig { capacity: 2, activation: 0, ..CacheConfig::default() };
+        let mut loaded = PreferenceCache::load(&path, config, 7).unwrap();
+        assert_eq!(loaded.len(), 2);
+        assert!(loaded.lookup(&[4, 1, 2]).is_some_and(|r| r.continuations[0].tokens == [9, 9]));
+        assert!(loaded.lookup(&[5, 6]).is_some());
+    }
+
+    #[test]
+    fn damaged_or_foreign_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pref.cache");
+        filled().save(&path, 7).unwrap();
+        let config = CacheConfig::default();
+        let error = PreferenceCache::load(&path, config, 8).err().unwrap();
+        assert!(format!("{error:#}").contains("another tokenizer"), "{error:#}");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let error = PreferenceCache::load(&path, config, 7).err().unwrap();
+        assert!(format!("{error:#}").contains("checksum mismatch"), "{error:#}");
+        std::fs::write(&path, &bytes[..20]).unwrap();
+        assert!(PreferenceCache::load(&path, config, 7).is_err());
+    }
+}
