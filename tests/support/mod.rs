@@ -34,6 +34,15 @@ pub fn start(root: Option<&Path>, options: Value) -> Harness {
 
 /// Like [`start`], with a config.toml in the private config directory.
 pub fn start_with_config(config_toml: Option<&str>, root: Option<&Path>, options: Value) -> Harness {
+    start_with(config_toml, root.as_slice(), options)
+}
+
+/// Like [`start`], with any number of workspace folders.
+pub fn start_folders(roots: &[&Path], options: Value) -> Harness {
+    start_with(None, roots, options)
+}
+
+fn start_with(config_toml: Option<&str>, roots: &[&Path], options: Value) -> Harness {
     let home = tempfile::tempdir().unwrap();
     let config = home.path().join("config");
     let cache = home.path().join("cache");
@@ -47,7 +56,7 @@ pub fn start_with_config(config_toml: Option<&str>, root: Option<&Path>, options
         ("COPILOTD_LOG", "info"),
     ];
     let mut client = StdioClient::spawn(&binary(), &["--stdio"], &envs).unwrap();
-    client.initialize(root, options, QUICK).expect("initialize");
+    client.initialize_folders(roots, options, QUICK).expect("initialize");
     Harness { client, home }
 }
 

@@ -66,7 +66,7 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
         completer.load_common_store()?;
     }
     if args.strategy.uses_repository_store() {
-        completer.set_repository(index_quietly(&args.workspace, completer.tokenizer())?);
+        completer.set_repositories(vec![index_quietly(&args.workspace, completer.tokenizer())?]);
     }
     let relative = args.file.to_string_lossy();
     let request = CompletionRequest {

@@ -41,7 +41,8 @@ impl Default for BudgetSettings {
 /// and both the preference cache and the acceptance statistics of the
 /// budget keep learning across requests.
 pub struct DraftSources {
-    pub repository: Option<SharedStore>,
+    /// The repository datastores, one per workspace folder.
+    pub repository: Vec<SharedStore>,
     pub common: Option<Arc<CommonStore>>,
     pub cache: Arc<Mutex<PreferenceCache>>,
     pub fastcoder: FastCoderConfig,
@@ -53,7 +54,7 @@ pub struct DraftSources {
 impl DraftSources {
     pub fn new(fastcoder: FastCoderConfig, budget: BudgetSettings) -> Self {
         DraftSources {
-            repository: None,
+            repository: Vec::new(),
             common: None,
             cache: Arc::new(Mutex::new(PreferenceCache::new(fastcoder.cache))),
             fastcoder,

@@ -207,9 +207,9 @@ impl Completer {
         &self.tokenizer
     }
 
-    /// The live repository datastore of the workspace being served.
-    pub fn set_repository(&mut self, store: SharedStore) {
-        self.sources.repository = Some(store);
+    /// The live repository datastores of the workspace being served, one per folder.
+    pub fn set_repositories(&mut self, stores: Vec<SharedStore>) {
+        self.sources.repository = stores;
     }
 
     /// Opens the common datastore for this model's tokenizer, building it

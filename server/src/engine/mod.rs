@@ -89,8 +89,9 @@ pub trait CompletionService: Send + Sync {
     fn recent(&self) -> Recent;
     /// (Re)loads the model; resolves to the load error, if any, once done.
     fn load(&self, settings: EngineSettings) -> BoxFuture<'_, Result<(), String>>;
-    /// Gives the workspace's repository datastore to the current and all future models.
-    fn set_repository(&self, store: SharedStore) -> BoxFuture<'_, ()>;
+    /// Gives the workspace's repository datastores (one per folder) to the current and all
+    /// future models.
+    fn set_repositories(&self, stores: Vec<SharedStore>) -> BoxFuture<'_, ()>;
     /// Runs one job, waiting for the model if it is loading; ends with
     /// [`ServiceError::Cancelled`] within one decode step once `cancel` fires.
     fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>>;

@@ -45,8 +45,8 @@ pub struct ModelEngine {
     /// Sequence number of the latest load; older loads finishing late are discarded.
     loads: AtomicU64,
     recent: Mutex<Recent>,
-    /// The workspace's repository datastore, given to every model loaded.
-    repository: Mutex<Option<SharedStore>>,
+    /// The workspace's repository datastores, given to every model loaded.
+    repository: Mutex<Vec<SharedStore>>,
 }
 
 impl Default for ModelEngine {
@@ -55,7 +55,7 @@ impl Default for ModelEngine {
             load: watch::channel(Load::Idle).0,
             loads: AtomicU64::new(0),
             recent: Mutex::new(Recent::default()),
-            repository: Mutex::new(None),
+            repository: Mutex::default(),
         }
     }
 }
@@ -79,9 +79,7 @@ impl ModelEngine {
         let repository = lock(&self.repository).clone();
         let loaded = tokio::task::spawn_blocking(move || {
             let mut completer = Completer::load(&settings)?;
-            if let Some(store) = repository {
-                completer.set_repository(store);
-            }
+            completer.set_repositories(repository);
             anyhow::Ok(completer)
         })
         .await;
@@ -111,10 +109,10 @@ impl ModelEngine {
         error
     }
 
-    async fn attach_repository(&self, store: SharedStore) {
-        *lock(&self.repository) = Some(store.clone());
+    async fn attach_repositories(&self, stores: Vec<SharedStore>) {
+        lock(&self.repository).clone_from(&stores);
         if let Load::Ready(loaded) = self.state() {
-            loaded.completer.lock().await.set_repository(store);
+            loaded.completer.lock().await.set_repositories(stores);
         }
     }
 
@@ -196,8 +194,8 @@ impl CompletionService for ModelEngine {
         self.load_model(settings).boxed()
     }
 
-    fn set_repository(&self, store: SharedStore) -> BoxFuture<'_, ()> {
-        self.attach_repository(store).boxed()
+    fn set_repositories(&self, stores: Vec<SharedStore>) -> BoxFuture<'_, ()> {
+        self.attach_repositories(stores).boxed()
     }
 
     fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>> {

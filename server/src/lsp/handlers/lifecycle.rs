@@ -44,7 +44,7 @@ pub fn initialized(backend: &Arc<Backend>) {
     for warning in warnings {
         backend.notify_user(MessageType::WARNING, format!("copilotd settings: {warning}"));
     }
-    if backend.first_root().is_none() {
+    if !backend.has_roots() {
         backend.index.set_state(IndexState::None);
     }
     backend.load_model();
@@ -53,6 +53,6 @@ pub fn initialized(backend: &Arc<Backend>) {
 /// Stops the watcher and saves the repository datastore before `exit`.
 pub async fn shutdown(backend: &Backend) -> Result<()> {
     backend.shut_down.store(true, Ordering::SeqCst);
-    backend.stop_workspace().await;
+    backend.stop_workspaces().await;
     Ok(())
 }

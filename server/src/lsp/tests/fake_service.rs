@@ -88,7 +88,7 @@ impl CompletionService for FakeService {
         async { Ok(()) }.boxed()
     }
 
-    fn set_repository(&self, _: SharedStore) -> BoxFuture<'_, ()> {
+    fn set_repositories(&self, _: Vec<SharedStore>) -> BoxFuture<'_, ()> {
         async {}.boxed()
     }
 
