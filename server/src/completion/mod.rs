@@ -30,7 +30,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
-use stop::StopRules;
+use stop::{BlockSyntax, StopRules};
 
 /// How the engine is set up: which model, how it decodes.
 #[derive(Clone, Debug)]
@@ -254,7 +254,11 @@ impl Completer {
         }
         let first_token_among = (!prompt.healed.is_empty()).then(|| self.tokens_starting_with(&prompt.healed));
         let line_start = text[..request.cursor].rfind('\n').map_or(0, |i| i + 1);
-        let rules = StopRules::new(&text[line_start..request.cursor], is_python(request.path), self.settings.max_lines);
+        let rules = StopRules::new(
+            &text[line_start..request.cursor],
+            BlockSyntax::for_path(request.path),
+            self.settings.max_lines,
+        );
 
         let options = DecodeOptions {
             max_new_tokens: request.max_tokens.max(1),
@@ -330,12 +334,4 @@ impl Completer {
 /// first token restored.
 fn after_cursor<'a>(generated: &'a str, healed: &str) -> &'a str {
     generated.strip_prefix(healed).unwrap_or(generated)
-}
-
-/// Python rules apply to `.py`/`.pyi` files and to buffers without a path.
-fn is_python(path: Option<&str>) -> bool {
-    match path.and_then(|p| std::path::Path::new(p).extension()) {
-        Some(ext) => ext == "py" || ext == "pyi",
-        None => true,
-    }
 }
