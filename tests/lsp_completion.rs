@@ -192,3 +192,47 @@ fn a_ten_megabyte_buffer_is_completed_from_a_bounded_prompt() {
     assert!(stats["prompt_tokens"].as_u64().unwrap() <= 4096, "{stats}");
     assert!(harness.client.is_alive());
 }
+
+#[test]
+fn calibration_runs_in_the_background_never_in_a_request() {
+    let model = model_path();
+    let _serial = serial();
+    let workspace = tempfile::tempdir().unwrap();
+    let text = inventory();
+    std::fs::write(workspace.path().join("inventory.py"), &text).unwrap();
+    // A fresh cache directory: no calibration measured yet.
+    let mut harness = start(Some(workspace.path()), options(&model, 16));
+    let client = &mut harness.client;
+    let uri = uri(&workspace.path().join("inventory.py"));
+    open(client, &uri, &text);
+    let calibration = wait_model(client)["calibration"].as_str().unwrap().to_owned();
+    assert!(["pending", "measuring"].contains(&calibration.as_str()), "{calibration}");
+
+    // Requests keep coming: each is answered (with a small fixed tree) while calibration waits.
+    for _ in 0..3 {
+        assert!(!complete(client, &uri, 28, 8).trim().is_empty());
+    }
+    let during = status(client);
+    assert_ne!(during["calibration"], "done", "no quiet moment yet: {during}");
+    let (nodes, steps) = (&during["last"]["tree_nodes"], &during["last"]["forward_steps"]);
+    // The pending token and at most four drafted nodes per step.
+    assert!(nodes.as_u64().unwrap() <= 5 * steps.as_u64().unwrap(), "uncalibrated trees stay small: {during}");
+
+    // Once the model is left alone, it is measured and cached.
+    let started = Instant::now();
+    let finished = loop {
+        let now = status(client);
+        if now["calibration"] == "done" || now["calibration"] == "disturbed" {
+            break now;
+        }
+        assert!(started.elapsed() < SLOW, "calibration did not finish: {now}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    eprintln!("calibration {} after {:?} idle", finished["calibration"], started.elapsed());
+    let cached = harness.home.path().join("cache/copilotd/calibration");
+    if finished["calibration"] == "done" {
+        assert_eq!(std::fs::read_dir(&cached).unwrap().count(), 1, "cached in {}", cached.display());
+    }
+    assert!(!complete(client, &uri, 28, 8).trim().is_empty());
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}

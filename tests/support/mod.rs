@@ -54,6 +54,8 @@ fn start_with(config_toml: Option<&str>, roots: &[&Path], options: Value) -> Har
         ("XDG_CONFIG_HOME", config.to_str().unwrap()),
         ("XDG_CACHE_HOME", cache.to_str().unwrap()),
         ("COPILOTD_LOG", "info"),
+        // Only the model the test names: none from the environment.
+        ("COPILOTD_MODEL", ""),
     ];
     let mut client = StdioClient::spawn(&binary(), &["--stdio"], &envs).unwrap();
     client.initialize_folders(roots, options, QUICK).expect("initialize");

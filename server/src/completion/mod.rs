@@ -11,6 +11,7 @@ pub mod prompt;
 pub mod stop;
 pub mod strategy;
 
+pub use calibrate::Calibration;
 pub use error::CompletionError;
 pub use strategy::Strategy;
 
@@ -155,8 +156,8 @@ pub struct Completer {
     info: ModelInfo,
     settings: EngineSettings,
     sources: DraftSources,
-    /// This model's forward cost by tree size and cache length, measured (or
-    /// read from the cache) at the first request that drafts.
+    /// This model's forward cost by tree size and cache length, once measured or read from
+    /// the cache ([`Completer::calibrate`]); until then drafting uses a small fixed tree.
     cost_model: Option<CostModel>,
     /// Each token id's text, for token healing.
     token_texts: Option<Vec<String>>,
@@ -236,6 +237,37 @@ impl Completer {
         }
     }
 
+    /// Uses the cached cost curve of this model on this machine, if there is one (cheap).
+    pub fn use_cached_calibration(&mut self) -> bool {
+        if self.cost_model.is_none() {
+            self.cost_model = calibrate::cached(&self.session.model_mut().0);
+        }
+        self.cost_model.is_some()
+    }
+
+    /// Whether drafting still waits for the cost curve (and uses a small fixed tree meanwhile).
+    pub fn needs_calibration(&self) -> bool {
+        self.settings.budget.cost_aware && self.cost_model.is_none()
+    }
+
+    /// Measures the cost curve (or reads it from the cache) until `interrupt` says stop,
+    /// checked between forward passes. A disturbed measurement is used until a better one.
+    pub fn calibrate_until(&mut self, interrupt: &dyn Fn() -> bool) -> Result<Calibration, CompletionError> {
+        let calibration = calibrate::calibrate(&mut self.session.model_mut().0, interrupt)?;
+        if let Calibration::Done(cost) | Calibration::Disturbed(cost) = &calibration {
+            self.cost_model = Some(cost.clone());
+        }
+        Ok(calibration)
+    }
+
+    /// Measures the cost curve now unless it is known (blocking: the CLI and benchmarks).
+    pub fn calibrate(&mut self) -> Result<(), CompletionError> {
+        if self.needs_calibration() && !self.use_cached_calibration() {
+            self.calibrate_until(&|| false)?;
+        }
+        Ok(())
+    }
+
     /// Completes the buffer at the cursor. `cancel` is checked once per
     /// decode step; once it fires the result is [`CompletionError::Cancelled`].
     pub fn complete(
@@ -273,15 +305,8 @@ impl Completer {
         };
         let hooks = DecodeHooks { stop: &mut stop, cancel };
         let mut drafter = self.sources.drafter(request.strategy, &self.tokenizer)?;
-        if drafter.is_some() && self.sources.needs_cost_model() {
-            let cost = match &self.cost_model {
-                Some(cost) => cost.clone(),
-                None => {
-                    let cost = calibrate::cost_model(&mut self.session.model_mut().0)?;
-                    self.cost_model.insert(cost).clone()
-                }
-            };
-            self.sources.set_cost_model(cost);
+        if let Some(cost) = self.cost_model.as_ref().filter(|_| drafter.is_some() && self.sources.needs_cost_model()) {
+            self.sources.set_cost_model(cost.clone());
         }
         let drafter = drafter.as_mut().map(|d| d.as_mut() as &mut dyn Drafter);
         let mut fixed = FixedBudget { nodes: 0, depth: 0 };

@@ -5,8 +5,10 @@
 //! [`Completion`] or a typed [`ServiceError`]. The LSP adapter maps those errors to JSON-RPC
 //! codes, and its tests run against a fake service without a model.
 
+mod calibration;
 mod model_engine;
 
+pub use calibration::CalibrationState;
 pub use model_engine::ModelEngine;
 
 use std::sync::Arc;
@@ -55,6 +57,8 @@ pub struct Recent {
     pub tokens_per_second: Option<f64>,
     pub acceptance_length: Option<f64>,
     pub last: Option<serde_json::Value>,
+    /// The loaded model's cost calibration; `None` without a model.
+    pub calibration: Option<CalibrationState>,
 }
 
 /// Why a job produced no completion.

@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::sync::watch;
 
+use super::calibration::{self, CalibrationControl, CalibrationState};
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
 use crate::completion::{self, Completer, Completion, CompletionRequest, EngineSettings};
 use crate::sync::lock;
@@ -34,6 +35,7 @@ enum Load {
 /// A loaded model, shared by completions (one at a time).
 struct Loaded {
     completer: Arc<tokio::sync::Mutex<Completer>>,
+    calibration: Arc<CalibrationControl>,
     name: String,
     device: String,
     tokenizer: Tokenizer,
@@ -78,13 +80,20 @@ impl ModelEngine {
         self.load.send_replace(Load::Loading { model: model.clone() });
         let repository = lock(&self.repository).clone();
         let loaded = tokio::task::spawn_blocking(move || {
-            let mut completer = Completer::load(&settings)?;
+            // The server never downloads on its own: a missing default model is an error here.
+            let path = crate::model_files::resolve_local(settings.model.as_deref())?;
+            let mut completer = Completer::load(&EngineSettings { model: Some(path), ..settings })?;
             completer.set_repositories(repository);
-            anyhow::Ok(completer)
+            let calibration = match (completer.needs_calibration(), completer.use_cached_calibration()) {
+                (false, _) => CalibrationState::Off,
+                (true, true) => CalibrationState::Done,
+                (true, false) => CalibrationState::Pending,
+            };
+            anyhow::Ok((completer, calibration))
         })
         .await;
         let state = match loaded {
-            Ok(Ok(completer)) => {
+            Ok(Ok((completer, calibration_state))) => {
                 let info = completer.model_info();
                 let tokenizer = completer.tokenizer().clone();
                 let loaded = Loaded {
@@ -92,8 +101,13 @@ impl ModelEngine {
                     device: info.device.clone(),
                     tokenizer: tokenizer.clone(),
                     completer: Arc::new(tokio::sync::Mutex::new(completer)),
+                    calibration: Arc::new(CalibrationControl::new(calibration_state)),
                 };
                 attach_common_store(tokenizer, Arc::clone(&loaded.completer));
+                if calibration_state == CalibrationState::Pending {
+                    let (completer, control) = (Arc::downgrade(&loaded.completer), Arc::downgrade(&loaded.calibration));
+                    tokio::spawn(calibration::run(completer, control));
+                }
                 Load::Ready(Arc::new(loaded))
             }
             Ok(Err(err)) => Load::Failed { model, error: format!("{err:#}") },
@@ -138,6 +152,8 @@ impl ModelEngine {
 
     async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
         let loaded = self.ready(&cancel).await?;
+        // A background calibration gives the model back at once.
+        let _wanting = loaded.calibration.want();
         // Requests queue for the model; a superseded one leaves the queue at once.
         let mut completer = tokio::select! {
             completer = Arc::clone(&loaded.completer).lock_owned() => completer,
@@ -187,7 +203,11 @@ impl CompletionService for ModelEngine {
     }
 
     fn recent(&self) -> Recent {
-        lock(&self.recent).clone()
+        let mut recent = lock(&self.recent).clone();
+        if let Load::Ready(loaded) = self.state() {
+            recent.calibration = Some(loaded.calibration.state());
+        }
+        recent
     }
 
     fn load(&self, settings: EngineSettings) -> BoxFuture<'_, Result<(), String>> {

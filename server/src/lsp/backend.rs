@@ -10,11 +10,13 @@ use tower_lsp_server::lsp_types::{MessageType, Uri};
 use tower_lsp_server::{Client, UriExt};
 
 use super::documents::Documents;
+use super::model_download;
 use super::requests::InFlight;
 use super::status::{IndexState, IndexStatus};
 use super::workspace_link::WorkspaceLink;
 use crate::config::{client_settings, Config, Naming};
 use crate::engine::CompletionService;
+use crate::model_files;
 use crate::sync::{lock, read, write};
 use crate::workspace::relative_key;
 
@@ -37,6 +39,8 @@ pub struct Backend {
     /// folder change does not repeat their warning.
     workspace_changes: tokio::sync::Mutex<Vec<PathBuf>>,
     pub(super) progress_supported: AtomicBool,
+    /// Whether the person is being asked to download the default model (or it is downloading).
+    pub(super) download_offered: AtomicBool,
     /// Whether `shutdown` was received (an `exit` without it is an error).
     pub(super) shut_down: Arc<AtomicBool>,
 }
@@ -60,6 +64,7 @@ impl Backend {
             workspaces: Mutex::default(),
             workspace_changes: tokio::sync::Mutex::default(),
             progress_supported: AtomicBool::new(false),
+            download_offered: AtomicBool::new(false),
             shut_down,
         }
     }
@@ -104,18 +109,20 @@ impl Backend {
         let settings = self.config().engine_settings();
         let backend = Arc::clone(self);
         tokio::spawn(async move {
+            let model = settings.model.clone();
             match backend.engine.load(settings).await {
                 Ok(()) => backend.restart_workspaces().await,
                 Err(error) => {
+                    backend.index.set_state(if backend.has_roots() { IndexState::Failed } else { IndexState::None });
+                    if model_files::default_model_needs_fetch(model.as_deref()) {
+                        return model_download::offer(backend, error).await;
+                    }
                     backend.notify_user(
                         MessageType::ERROR,
                         format!(
                             "copilotd: no completions: {error}. Set `model` to a GGUF file, or run `copilotd model fetch`."
                         ),
                     );
-                    // The repository datastore needs the model's tokenizer.
-                    let state = if backend.has_roots() { IndexState::Failed } else { IndexState::None };
-                    backend.index.set_state(state);
                 }
             }
         });

@@ -96,6 +96,9 @@ pub struct Status {
     pub tokens_per_second: Option<f64>,
     /// Mean accepted tokens per forward step over recent completions.
     pub acceptance_length: Option<f64>,
+    /// The cost calibration of the loaded model: `pending`, `measuring`, `disturbed`, `done`,
+    /// `off`; `none` without a model.
+    pub calibration: String,
     /// Completions answered since start.
     pub completions: u64,
     /// Statistics of the last completion, as the engine reports them.

@@ -36,6 +36,7 @@ pub fn status(backend: &Backend) -> Status {
         indexed_folders: workspaces.len(),
         tokens_per_second: recent.tokens_per_second,
         acceptance_length: recent.acceptance_length,
+        calibration: recent.calibration.map_or_else(none, |state| state.name().to_owned()),
         completions: recent.completions,
         last: recent.last,
     }
