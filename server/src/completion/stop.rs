@@ -179,11 +179,7 @@ fn skip_char_literal(chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>)
                 }
             }
         }
-        Some((_, c)) if c != '\'' && c != '\n' => {
-            if ahead.next().is_some_and(|(_, q)| q == '\'') {
-                *chars = ahead;
-            }
-        }
+        Some((_, c)) if c != '\'' && c != '\n' && ahead.next().is_some_and(|(_, q)| q == '\'') => *chars = ahead,
         _ => {}
     }
 }
