@@ -136,6 +136,41 @@ fn typing_what_was_suggested_is_answered_from_the_suggestion() {
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 
+/// The persisted preference cache of the workspace in `harness`'s private cache directory.
+fn preferences_file(home: &Path) -> std::path::PathBuf {
+    let workspaces = home.join("cache/copilotd/workspaces");
+    let folder = std::fs::read_dir(&workspaces).unwrap().next().expect("a workspace cache folder").unwrap();
+    folder.path().join("preferences.cache")
+}
+
+#[test]
+fn the_preference_cache_survives_a_restart_and_a_damaged_one_is_rebuilt() {
+    let model = model_path();
+    let _serial = serial();
+    let workspace = tempfile::tempdir().unwrap();
+    let text = inventory();
+    std::fs::write(workspace.path().join("inventory.py"), &text).unwrap();
+    let uri = uri(&workspace.path().join("inventory.py"));
+    let mut harness = start(Some(workspace.path()), options(&model, 16));
+    open(&mut harness.client, &uri, &text);
+    assert!(!complete(&mut harness.client, &uri, 28, 8).is_empty());
+    assert!(harness.client.shutdown(QUICK).unwrap());
+    let path = preferences_file(harness.home.path());
+    let saved = std::fs::read(&path).expect("the cache is saved at shutdown");
+    assert!(saved.starts_with(b"CPDPREF\0") && saved.len() > 48, "{} bytes", saved.len());
+
+    // Damaged on disk: the daemon serves with an empty cache and writes a sound one again.
+    let mut damaged = saved.clone();
+    *damaged.last_mut().unwrap() ^= 0xFF;
+    std::fs::write(&path, &damaged).unwrap();
+    let mut harness = restart(harness.home, Some(workspace.path()), options(&model, 16));
+    open(&mut harness.client, &uri, &text);
+    assert!(!complete(&mut harness.client, &uri, 28, 8).is_empty());
+    assert!(harness.client.shutdown(QUICK).unwrap());
+    let rewritten = std::fs::read(&path).unwrap();
+    assert!(rewritten.starts_with(b"CPDPREF\0") && rewritten != damaged);
+}
+
 /// A buffer the model continues at length (no stop rule fires).
 const ENDLESS: &str = "NUMBERS = {\n    \"one\": 1,\n    \"two\": 2,\n    \"three\": 3,\n    \"four\": 4,\n    \
     \"five\": 5,\n    \"six\": 6,\n    \"seven\": 7,\n    \"eight\": 8,\n    \"nine\": 9,\n    \"ten\": 10,\n    \"";
@@ -228,4 +263,48 @@ fn a_ten_megabyte_buffer_is_completed_from_a_bounded_prompt() {
     let stats = last_stats(client);
     assert!(stats["prompt_tokens"].as_u64().unwrap() <= 4096, "{stats}");
     assert!(harness.client.is_alive());
+}
+
+#[test]
+fn calibration_runs_in_the_background_never_in_a_request() {
+    let model = model_path();
+    let _serial = serial();
+    let workspace = tempfile::tempdir().unwrap();
+    let text = inventory();
+    std::fs::write(workspace.path().join("inventory.py"), &text).unwrap();
+    // A fresh cache directory: no calibration measured yet.
+    let mut harness = start(Some(workspace.path()), options(&model, 16));
+    let client = &mut harness.client;
+    let uri = uri(&workspace.path().join("inventory.py"));
+    open(client, &uri, &text);
+    let calibration = wait_model(client)["calibration"].as_str().unwrap().to_owned();
+    assert!(["pending", "measuring"].contains(&calibration.as_str()), "{calibration}");
+
+    // Requests keep coming: each is answered (with a small fixed tree) while calibration waits.
+    for _ in 0..3 {
+        assert!(!complete(client, &uri, 28, 8).trim().is_empty());
+    }
+    let during = status(client);
+    assert_ne!(during["calibration"], "done", "no quiet moment yet: {during}");
+    let (nodes, steps) = (&during["last"]["tree_nodes"], &during["last"]["forward_steps"]);
+    // The pending token and at most four drafted nodes per step.
+    assert!(nodes.as_u64().unwrap() <= 5 * steps.as_u64().unwrap(), "uncalibrated trees stay small: {during}");
+
+    // Once the model is left alone, it is measured and cached.
+    let started = Instant::now();
+    let finished = loop {
+        let now = status(client);
+        if now["calibration"] == "done" || now["calibration"] == "disturbed" {
+            break now;
+        }
+        assert!(started.elapsed() < SLOW, "calibration did not finish: {now}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    eprintln!("calibration {} after {:?} idle", finished["calibration"], started.elapsed());
+    let cached = harness.home.path().join("cache/copilotd/calibration");
+    if finished["calibration"] == "done" {
+        assert_eq!(std::fs::read_dir(&cached).unwrap().count(), 1, "cached in {}", cached.display());
+    }
+    assert!(!complete(client, &uri, 28, 8).trim().is_empty());
+    assert!(harness.client.shutdown(QUICK).unwrap());
 }

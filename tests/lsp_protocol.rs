@@ -46,6 +46,26 @@ fn exit_without_shutdown_exits_with_code_one() {
 }
 
 #[test]
+fn a_missing_default_model_is_offered_for_download_never_fetched_unasked() {
+    // No model configured, and an empty cache: the default model is missing.
+    let mut harness = start(None, json!({}));
+    let client = &mut harness.client;
+    let request = client.wait_for_method("window/showMessageRequest", QUICK, |_| true).unwrap();
+    let text = request["params"]["message"].as_str().unwrap();
+    assert!(text.contains("not downloaded yet"), "{text}");
+    assert_eq!(request["params"]["actions"], json!([{"title": "Download"}]), "{request}");
+    // The test client answers no action: nothing is fetched.
+    let status = wait_model(client);
+    assert_eq!(status["modelState"], "failed", "{status}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let models = harness.home.path().join("cache/copilotd/models");
+    let fetched = std::fs::read_dir(&models).map_or(0, |entries| entries.count());
+    assert_eq!(fetched, 0, "nothing downloaded into {}", models.display());
+    assert!(client.received().iter().all(|m| m["method"] != "window/workDoneProgress/create"));
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
+#[test]
 fn a_missing_model_is_shown_and_completions_answer_an_error() {
     let mut harness = start(None, no_model());
     let client = &mut harness.client;

@@ -1,7 +1,8 @@
 //! The live workspace behind the language server, with the real model's tokenizer: background
 //! indexing with `$/progress`, files created, changed, renamed and deleted on disk reaching the
 //! repository datastore within a second, open buffers as overlays, hostile files (binary,
-//! non-UTF-8, ignored), and the workspace directory deleted under the watcher.
+//! non-UTF-8, ignored), every folder of a multi-root workspace (added and removed ones too),
+//! and a workspace directory deleted under the watcher.
 
 mod support;
 
@@ -9,7 +10,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use copilotd_bench::lsp::client::StdioClient;
+use copilotd_bench::lsp::client::{workspace_folder, StdioClient};
 use serde_json::{json, Value};
 use support::*;
 
@@ -143,10 +144,13 @@ fn the_workspace_deleted_under_the_watcher_is_survived() {
     open(client, &uri, &module(0));
 
     std::fs::remove_dir_all(&root).unwrap();
+    within(Duration::from_secs(2), "the vanished folder dropped from the index", || {
+        indexed(client, "mod_1.py").is_none()
+    });
     std::thread::sleep(Duration::from_millis(1500));
     assert!(client.is_alive());
     let status = status(client);
-    assert_eq!(status["indexState"], "ready", "the last index is served: {status}");
+    assert_eq!(status["indexedFiles"], 0, "{status}");
     // The open buffer is still completed (from the buffer, not the vanished disk).
     let completion = complete(client, &uri, 4, 8);
     assert!(!completion.is_empty());
@@ -155,5 +159,69 @@ fn the_workspace_deleted_under_the_watcher_is_survived() {
     std::fs::create_dir(&root).unwrap();
     std::fs::write(root.join("back.py"), module(7)).unwrap();
     within(Duration::from_secs(10), "re-indexed after the root came back", || indexed(client, "back.py").is_some());
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
+/// Status of the index once every folder is indexed.
+fn wait_folders(client: &mut StdioClient, folders: usize) -> Value {
+    within(SLOW, "every folder indexed", || status(client)["indexedFolders"] == folders);
+    wait_ready(client)
+}
+
+fn folders_change(client: &mut StdioClient, added: &[&Path], removed: &[&Path]) {
+    let list = |roots: &[&Path]| roots.iter().map(|root| workspace_folder(root)).collect::<Vec<_>>();
+    let event = json!({"event": {"added": list(added), "removed": list(removed)}});
+    client.notify("workspace/didChangeWorkspaceFolders", event).unwrap();
+}
+
+#[test]
+fn every_workspace_folder_is_indexed_as_folders_come_and_go() {
+    let model = model_path();
+    let _serial = copilotd_server::sync::lock(&MODEL);
+    let parent = tempfile::tempdir().unwrap();
+    let [first, second, third] = ["first", "second", "third"].map(|name| parent.path().join(name));
+    for (n, root) in [&first, &second, &third].into_iter().enumerate() {
+        std::fs::create_dir(root).unwrap();
+        for file in 0..3 {
+            std::fs::write(root.join(format!("{}_{file}.py", n + 1)), module(10 * n + file)).unwrap();
+        }
+    }
+    let mut harness = start_folders(&[&first, &second], options(&model, 8));
+    let client = &mut harness.client;
+    let now = wait_folders(client, 2);
+    assert_eq!(now["indexedFiles"], 6, "{now}");
+    assert!(indexed(client, "1_0.py").is_some() && indexed(client, "2_2.py").is_some());
+    assert_eq!(indexed(client, "3_0.py"), None);
+
+    // A file created in the second folder is followed like one in the first.
+    std::fs::write(second.join("2_new.py"), module(99)).unwrap();
+    within(Duration::from_secs(2), "created in the second folder", || indexed(client, "2_new.py").is_some());
+
+    folders_change(client, &[&third], &[&first]);
+    within(SLOW, "third folder in, first out", || {
+        indexed(client, "3_1.py").is_some() && indexed(client, "1_0.py").is_none()
+    });
+    let now = wait_folders(client, 2);
+    assert_eq!(now["indexedFiles"], 7, "{now}");
+
+    // A folder that does not exist is reported, and the others keep being served.
+    let missing = parent.path().join("missing");
+    folders_change(client, &[&missing], &[]);
+    client
+        .wait_for_method("window/showMessage", QUICK, |m| m["params"]["message"].as_str().unwrap().contains("missing"))
+        .unwrap();
+    let now = wait_folders(client, 2);
+    assert_eq!(now["indexState"], "ready", "{now}");
+
+    // A folder deleted on disk is dropped from the index; the others stay.
+    std::fs::remove_dir_all(&third).unwrap();
+    within(Duration::from_secs(2), "deleted folder dropped", || indexed(client, "3_1.py").is_none());
+    assert_eq!(status(client)["indexedFiles"], 4);
+
+    folders_change(client, &[], &[&second, &third, &missing]);
+    within(QUICK, "no folder left", || {
+        let now = status(client);
+        now["indexedFolders"] == 0 && now["indexState"] == "none"
+    });
     assert!(harness.client.shutdown(QUICK).unwrap());
 }

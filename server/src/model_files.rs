@@ -43,6 +43,31 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf> {
     ensure_default()
 }
 
+/// The model to load without fetching anything (the language server's way): like
+/// [`resolve`], but a default model that is missing or damaged is an error, whose message
+/// names `copilotd model fetch`.
+pub fn resolve_local(explicit: Option<&Path>) -> Result<PathBuf> {
+    let from_env = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty());
+    if explicit.is_some() || from_env.is_some() {
+        return resolve(explicit);
+    }
+    let path = default_model_path();
+    if !path.exists() {
+        bail!("the default model is not downloaded yet (copilotd model fetch)");
+    }
+    if !is_intact(&path, DEFAULT_MODEL_SHA256)? {
+        bail!("the default model in {} is damaged; fetch it again (copilotd model fetch)", path.display());
+    }
+    Ok(path)
+}
+
+/// Whether the default model would be used but is not usable as it is (missing or damaged):
+/// what a download fixes.
+pub fn default_model_needs_fetch(explicit: Option<&Path>) -> bool {
+    let from_env = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty());
+    explicit.is_none() && from_env.is_none() && resolve_local(None).is_err()
+}
+
 /// The default model in the cache: fetched when it is missing, fetched again when its
 /// checksum shows it damaged.
 pub fn ensure_default() -> Result<PathBuf> {

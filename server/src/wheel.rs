@@ -17,6 +17,8 @@ pub fn download(requirement: &str, dest: &Path) -> Result<PathBuf> {
         .args(["-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet", "--dest"])
         .arg(dest)
         .arg(requirement)
+        // Never on our stdout: the language server's stdout is its protocol stream.
+        .stdout(std::io::stderr())
         .status();
     match status {
         Ok(status) if status.success() => {}

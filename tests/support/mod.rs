@@ -34,7 +34,24 @@ pub fn start(root: Option<&Path>, options: Value) -> Harness {
 
 /// Like [`start`], with a config.toml in the private config directory.
 pub fn start_with_config(config_toml: Option<&str>, root: Option<&Path>, options: Value) -> Harness {
-    let home = tempfile::tempdir().unwrap();
+    start_with(config_toml, root.as_slice(), options)
+}
+
+/// Like [`start`], with any number of workspace folders.
+pub fn start_folders(roots: &[&Path], options: Value) -> Harness {
+    start_with(None, roots, options)
+}
+
+fn start_with(config_toml: Option<&str>, roots: &[&Path], options: Value) -> Harness {
+    start_in(tempfile::tempdir().unwrap(), config_toml, roots, options)
+}
+
+/// Like [`start`], in the private directories of an earlier harness (a restart).
+pub fn restart(home: tempfile::TempDir, root: Option<&Path>, options: Value) -> Harness {
+    start_in(home, None, root.as_slice(), options)
+}
+
+fn start_in(home: tempfile::TempDir, config_toml: Option<&str>, roots: &[&Path], options: Value) -> Harness {
     let config = home.path().join("config");
     let cache = home.path().join("cache");
     if let Some(text) = config_toml {
@@ -45,9 +62,11 @@ pub fn start_with_config(config_toml: Option<&str>, root: Option<&Path>, options
         ("XDG_CONFIG_HOME", config.to_str().unwrap()),
         ("XDG_CACHE_HOME", cache.to_str().unwrap()),
         ("COPILOTD_LOG", "info"),
+        // Only the model the test names: none from the environment.
+        ("COPILOTD_MODEL", ""),
     ];
     let mut client = StdioClient::spawn(&binary(), &["--stdio"], &envs).unwrap();
-    client.initialize(root, options, QUICK).expect("initialize");
+    client.initialize_folders(roots, options, QUICK).expect("initialize");
     Harness { client, home }
 }
 

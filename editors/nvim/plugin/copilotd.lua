@@ -13,6 +13,15 @@ vim.api.nvim_create_user_command('CopilotdStatus', function()
   vim.notify('copilotd: ' .. vim.inspect(status), vim.log.levels.INFO)
 end, { desc = 'Show the copilotd daemon status' })
 
+vim.api.nvim_create_user_command('CopilotdReindex', function()
+  local started, err = require('copilotd').reindex()
+  if started then
+    vim.notify('copilotd: re-indexing the workspace', vim.log.levels.INFO)
+  else
+    vim.notify('copilotd: ' .. err, vim.log.levels.WARN)
+  end
+end, { desc = 'Rebuild the copilotd workspace index' })
+
 vim.api.nvim_create_user_command('CopilotdRequest', function()
   require('copilotd').request()
 end, { desc = 'Ask copilotd for a suggestion at the cursor' })

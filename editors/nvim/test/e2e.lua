@@ -181,4 +181,41 @@ H.case('accept_word, accept_line and accept insert what they say', function()
   H.eq('cursor at its end', { H.cursor() }, { text.end_position(body_row - 1, body_col, expected) })
 end)
 
+H.case('the statusline shows speed and acceptance', function()
+  local shown = H.wait(10000, function()
+    return H.lua("return require('copilotd').statusline()"):match('^copilotd [%d.]+ tok/s ×[%d.]+$') ~= nil
+  end)
+  H.check('statusline() has tok/s and acceptance', shown, H.lua("return require('copilotd').statusline()"))
+  local status = H.lua("return require('copilotd').status(5000)")
+  local expected = ('copilotd %.1f tok/s ×%.2f'):format(status.tokensPerSecond, status.acceptanceLength)
+  H.wait(5000, function()
+    return H.lua("return require('copilotd').statusline()") == expected
+  end)
+  H.eq('the figures are the daemon status', H.lua("return require('copilotd').statusline()"), expected)
+end)
+
+H.case(':CopilotdReindex rebuilds the workspace index', function()
+  H.input('<Esc>')
+  H.lua([[
+    _G.notified = {}
+    vim.notify = function(msg) table.insert(_G.notified, msg) end
+  ]])
+  H.lua('vim.cmd.CopilotdReindex()')
+  H.eq('the command reports the re-index', H.lua('return _G.notified'), { 'copilotd: re-indexing the workspace' })
+  local ready = H.wait(timeout_ms, function()
+    local status = H.lua("return require('copilotd').status(5000)")
+    return status and status.indexState == 'ready' and status.indexedFiles == 1
+  end)
+  H.check('indexed again', ready, vim.inspect(H.lua("return { require('copilotd').status(5000) }")))
+end)
+
+H.case(':checkhealth copilotd shows the binary, the kernel and the calibration', function()
+  H.lua('vim.cmd.checkhealth("copilotd")')
+  local report = table.concat(H.lines(), '\n')
+  H.check('binary found', report:find('found: ', 1, true) and report:find(bin, 1, true), report)
+  H.check('kernel shown', report:match('kernel: [%w%-_]+') ~= nil, report)
+  H.check('calibration shown', report:match('cost calibration: %a+') ~= nil, report)
+  H.check('no errors', not report:find('ERROR', 1, true), report)
+end)
+
 H.finish()

@@ -20,6 +20,16 @@ H.case('text splitting', function()
   H.eq('end position, lines', { text.end_position(2, 4, 'ab\ncde') }, { 3, 3 })
 end)
 
+H.case('statusline text', function()
+  local statusline = require('copilotd.statusline')
+  H.eq('speed and acceptance', statusline.format({ modelState = 'ready', tokensPerSecond = 41.24, acceptanceLength = 2.1 }),
+    'copilotd 41.2 tok/s ×2.10')
+  H.eq('no figures yet', statusline.format({ modelState = 'ready', tokensPerSecond = vim.NIL }), 'copilotd')
+  H.eq('model not ready', statusline.format({ modelState = 'loading' }), 'copilotd: model loading')
+  H.eq('indexing shown', statusline.format({ modelState = 'ready', indexState = 'indexing' }), 'copilotd indexing')
+  H.eq('no status', statusline.format(nil), '')
+end)
+
 H.case('config validation', function()
   local config = require('copilotd.config')
   H.check('bad type is an error', not pcall(config.resolve, { debounce_ms = 'x' }))
@@ -35,7 +45,9 @@ H.case('help file', function()
   vim.fn.writefile(vim.fn.readfile(H.plugin_dir .. '/doc/copilotd.txt'), dir .. '/copilotd.txt')
   H.check('helptags accepts doc/copilotd.txt', pcall(vim.cmd.helptags, dir))
   local tags = table.concat(vim.fn.readfile(dir .. '/tags'), '\n')
-  for _, fn in ipairs({ 'setup', 'request', 'get_suggestion', 'accept', 'accept_word', 'accept_line', 'dismiss' }) do
+  local documented = { 'setup', 'request', 'get_suggestion', 'accept', 'accept_word', 'accept_line', 'dismiss' }
+  vim.list_extend(documented, { 'statusline', 'reindex' })
+  for _, fn in ipairs(documented) do
     H.check('documents copilotd.' .. fn .. '()', tags:find('copilotd.' .. fn .. '()', 1, true))
   end
 end)

@@ -282,6 +282,7 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let packages = packages::read_list(&args.packages)?;
     let settings = args.engine.settings();
     let mut completer = Completer::load(&settings)?;
+    completer.calibrate()?;
     let common = match common::open_or_build(completer.tokenizer()) {
         Ok(store) => Some(store),
         Err(error) => {

@@ -77,7 +77,7 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
             .iter()
             .map(|v| {
                 let mut sources = DraftSources::new(v.fastcoder.clone(), v.budget);
-                sources.repository = Some(store.clone());
+                sources.repository = vec![store.clone()];
                 sources.common = v.common.clone().or_else(|| bench.common.clone());
                 sources
             })

@@ -120,7 +120,8 @@ pub struct FastCoderStats {
 /// requests); stores are shared read-only.
 pub struct FastCoderDrafter {
     config: FastCoderConfig,
-    repository: Option<Arc<RwLock<RepositoryStore>>>,
+    /// One store per workspace folder, queried as one.
+    repository: Vec<Arc<RwLock<RepositoryStore>>>,
     common: Option<Arc<CommonStore>>,
     cache: Arc<Mutex<PreferenceCache>>,
     line_start: Option<LineStartFn>,
@@ -133,9 +134,10 @@ pub struct FastCoderDrafter {
 }
 
 impl FastCoderDrafter {
+    /// `repository`: the repository stores (one per workspace folder; an `Option` for one or none).
     pub fn new(
         config: FastCoderConfig,
-        repository: Option<Arc<RwLock<RepositoryStore>>>,
+        repository: impl IntoIterator<Item = Arc<RwLock<RepositoryStore>>>,
         common: Option<Arc<CommonStore>>,
         cache: Arc<Mutex<PreferenceCache>>,
     ) -> FastCoderDrafter {
@@ -155,7 +157,7 @@ impl FastCoderDrafter {
             last_matched: [(Source::Repository, 0), (Source::Common, 0), (Source::Cache, 0)],
             stats: FastCoderStats::default(),
             config,
-            repository,
+            repository: repository.into_iter().collect(),
             common,
             cache,
             line_start: None,
@@ -223,25 +225,27 @@ impl FastCoderDrafter {
 
     /// Queries the enabled stores, in parallel when both are there.
     fn query_stores(&mut self, context: &[u32], out: &mut Vec<Candidate>) {
-        let repository = self.repository.clone().filter(|_| self.config.use_repository);
-        let guard = repository.as_ref().and_then(|r| r.read().ok());
-        let repo_store: Option<&RepositoryStore> = guard.as_deref();
-        let generation = repo_store.map_or(0, RepositoryStore::generation);
+        let repositories = if self.config.use_repository { self.repository.clone() } else { Vec::new() };
+        let guards: Vec<_> = repositories.iter().filter_map(|r| r.read().ok()).collect();
+        let repo_stores: Vec<&RepositoryStore> = guards.iter().map(|g| &**g).collect();
+        let generation = stores_generation(&repo_stores);
         if self.skip_retrieval(context, generation) {
             return;
         }
         let common = self.common.as_deref().filter(|_| self.config.use_common);
-        let repo_query = |store: &RepositoryStore| {
+        let repo_query = |stores: &[&RepositoryStore]| {
             let t = Instant::now();
-            (store.query(context, &self.config.repository_query), t.elapsed())
+            let answers = stores.iter().filter_map(|store| store.query(context, &self.config.repository_query));
+            (Retrieval::merge(answers), t.elapsed())
         };
         let common_query = |store: &CommonStore| {
             let t = Instant::now();
             let r = store.query_bounded(context, self.config.common_max_suffix, self.config.common_min_suffix);
             (r, t.elapsed())
         };
-        let queried = repo_store.is_some() || common.is_some();
-        let (repo_result, common_result) = match (repo_store, common) {
+        let repo_stores = Some(&repo_stores[..]).filter(|stores| !stores.is_empty());
+        let queried = repo_stores.is_some() || common.is_some();
+        let (repo_result, common_result) = match (repo_stores, common) {
             (Some(r), Some(c)) if self.config.parallel => std::thread::scope(|s| {
                 let handle = s.spawn(|| repo_query(r));
                 let common_result = common_query(c);
@@ -249,7 +253,7 @@ impl FastCoderDrafter {
             }),
             (r, c) => (r.map(repo_query), c.map(common_query)),
         };
-        drop(guard);
+        drop(guards);
 
         let mut any = false;
         if let Some((result, took)) = repo_result {
@@ -278,6 +282,17 @@ impl FastCoderDrafter {
             self.missing.record_miss(context, generation);
         }
     }
+}
+
+/// A value that changes whenever an answer of the stores may have changed: the stores'
+/// identities and generations, hashed.
+fn stores_generation(stores: &[&RepositoryStore]) -> u64 {
+    let bytes: Vec<u8> = stores
+        .iter()
+        .flat_map(|store| [std::ptr::from_ref(*store) as usize as u64, store.generation()])
+        .flat_map(u64::to_le_bytes)
+        .collect();
+    crate::checksum::of_bytes(&bytes)
 }
 
 impl Drafter for FastCoderDrafter {

@@ -62,11 +62,15 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
     let text = text_position::read_source_file(&path)?;
     let cursor = text_position::offset_of_line_column(&text, args.line, args.column)?;
     let mut completer = Completer::load(&args.engine.settings())?;
+    if args.strategy != Strategy::Ar {
+        // Measured once per model and machine, then cached (the daemon measures in the background).
+        completer.calibrate()?;
+    }
     if args.strategy.uses_common_store() {
         completer.load_common_store()?;
     }
     if args.strategy.uses_repository_store() {
-        completer.set_repository(index_quietly(&args.workspace, completer.tokenizer())?);
+        completer.set_repositories(vec![index_quietly(&args.workspace, completer.tokenizer())?]);
     }
     let relative = args.file.to_string_lossy();
     let request = CompletionRequest {

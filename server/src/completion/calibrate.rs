@@ -1,7 +1,12 @@
 //! Measuring what one forward pass costs on this machine: t(k) for a tree of
 //! k nodes on a warm cache, at a short and a long cache (attention work grows
 //! with the cache). The cost-aware draft budget needs it; it is measured once
-//! per model, weight format, device and thread count, and cached.
+//! per model, weight format, device (with its kernel) and thread count, and cached.
+//!
+//! The language server measures in the background, giving way to requests
+//! (`interrupt`); a measurement whose repeated timings disagree too much was
+//! disturbed by other work on the machine: it is used for the time being, not
+//! cached, and measured again later.
 
 use crate::paths;
 use anyhow::{Context, Result};
@@ -18,6 +23,12 @@ const CALIBRATION_CACHES: [usize; 2] = [256, 2048];
 /// Timed passes per node count (the median is kept): on a shared machine three were
 /// too few for a stable curve.
 const CALIBRATION_REPEATS: usize = 7;
+
+/// A calibration is disturbed when, for some node count, the upper quartile of its timed
+/// passes exceeds the lower quartile by this factor.
+const NOISE_LIMIT: f64 = 1.5;
+/// Tokens prefilled at a time, so that an interruption is seen between pieces.
+const PREFILL_PIECE: usize = 256;
 
 /// Real code to run the passes on; any text works, a fixed one keeps runs
 /// comparable.
@@ -38,42 +49,101 @@ pub fn sample_tokens(model: &Model, count: usize) -> Result<Vec<u32>> {
 /// `cache` tokens, for each k. Leaves the model's cache empty.
 pub fn measure(model: &mut Model, cache: usize, nodes: &[usize], repeats: usize) -> Result<Vec<(usize, f64)>> {
     model.truncate(0);
-    let curve = measure_on_cache(model, cache, nodes, repeats);
+    let times = measure_on_cache(model, cache, nodes, repeats, &|| false);
     model.truncate(0);
-    curve
+    Ok(medians(nodes, &times?.context("never interrupted")?))
+}
+
+/// What a calibration gave.
+pub enum Calibration {
+    /// Measured on a quiet machine (and cached), or read from the cache.
+    Done(CostModel),
+    /// Measured while other work disturbed the timings: usable for now, not cached.
+    Disturbed(CostModel),
+    /// `interrupt` asked for the model before the end.
+    Interrupted,
 }
 
 /// `measure` at several cache lengths, extending one prefill from the
-/// shortest to the longest. Leaves the model's cache empty.
-fn measure_lengths(model: &mut Model, caches: &[usize], nodes: &[usize], repeats: usize) -> Result<CostModel> {
+/// shortest to the longest, until `interrupt` says stop. Leaves the model's cache empty.
+fn measure_lengths(
+    model: &mut Model,
+    caches: &[usize],
+    nodes: &[usize],
+    repeats: usize,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<Calibration> {
     model.truncate(0);
-    let curves: Result<Vec<(usize, CostCurve)>> = caches
+    let mut curves = Vec::new();
+    let mut disturbed = false;
+    for &cache in caches {
+        let Some(times) = measure_on_cache(model, cache, nodes, repeats, interrupt)? else {
+            model.truncate(0);
+            return Ok(Calibration::Interrupted);
+        };
+        disturbed |= is_disturbed(&times);
+        let curve = CostCurve::new(medians(nodes, &times)).context("calibration measured no usable times")?;
+        curves.push((cache, curve));
+    }
+    model.truncate(0);
+    let cost = CostModel::new(curves).context("no cache length to calibrate at")?;
+    Ok(if disturbed { Calibration::Disturbed(cost) } else { Calibration::Done(cost) })
+}
+
+/// The median time of each node count.
+fn medians(nodes: &[usize], times: &[Vec<f64>]) -> Vec<(usize, f64)> {
+    nodes
         .iter()
-        .map(|&cache| {
-            let points = measure_on_cache(model, cache, nodes, repeats)?;
-            Ok((cache, CostCurve::new(points).context("calibration measured no usable times")?))
+        .zip(times)
+        .map(|(&k, times)| {
+            let mut times = times.clone();
+            times.sort_by(f64::total_cmp);
+            (k, times[times.len() / 2])
         })
-        .collect();
-    model.truncate(0);
-    CostModel::new(curves?).context("no cache length to calibrate at")
+        .collect()
+}
+
+/// Whether the repeated timings of some node count spread too far to trust.
+fn is_disturbed(times: &[Vec<f64>]) -> bool {
+    times.iter().any(|times| {
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        n >= 4 && sorted[3 * n / 4] > sorted[n / 4] * NOISE_LIMIT
+    })
 }
 
 /// Fills the cache (keeping what it holds of the sample text) to `cache`
 /// tokens, then times the chains; the chains' entries are not kept. The node
 /// counts take turns, round after round, so that a burst of load on a shared
-/// machine spreads over all of them instead of skewing one.
-fn measure_on_cache(model: &mut Model, cache: usize, nodes: &[usize], repeats: usize) -> Result<Vec<(usize, f64)>> {
+/// machine spreads over all of them instead of skewing one. Returns every timed pass per
+/// node count; `None` once `interrupt` says stop (checked between passes).
+fn measure_on_cache(
+    model: &mut Model,
+    cache: usize,
+    nodes: &[usize],
+    repeats: usize,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<Option<Vec<Vec<f64>>>> {
     let largest = nodes.iter().copied().max().unwrap_or(1);
     let tokens = sample_tokens(model, cache + largest)?;
     let held = model.cache_len().min(cache);
     model.truncate(held);
-    model.prefill(&tokens[held..cache]).context("calibration prefill failed")?;
+    for piece in tokens[held..cache].chunks(PREFILL_PIECE) {
+        if interrupt() {
+            return Ok(None);
+        }
+        model.prefill(piece).context("calibration prefill failed")?;
+    }
     let chains: Vec<(&[u32], Vec<Option<usize>>)> =
         nodes.iter().map(|&k| (&tokens[cache..cache + k], (0..k).map(|i| i.checked_sub(1)).collect())).collect();
     let mut times = vec![Vec::with_capacity(repeats); nodes.len()];
     // The first round warms up and is not kept.
     for round in 0..=repeats.max(1) {
         for ((chain, parents), times) in chains.iter().zip(times.iter_mut()) {
+            if interrupt() {
+                return Ok(None);
+            }
             let started = Instant::now();
             model.forward_tree(chain, parents)?;
             if round > 0 {
@@ -81,14 +151,7 @@ fn measure_on_cache(model: &mut Model, cache: usize, nodes: &[usize], repeats: u
             }
         }
     }
-    Ok(nodes
-        .iter()
-        .zip(times)
-        .map(|(&k, mut times)| {
-            times.sort_by(f64::total_cmp);
-            (k, times[times.len() / 2])
-        })
-        .collect())
+    Ok(Some(times))
 }
 
 fn cache_file(info: &ModelInfo, fingerprint: u64) -> PathBuf {
@@ -108,21 +171,45 @@ fn cache_file(info: &ModelInfo, fingerprint: u64) -> PathBuf {
 }
 
 /// The cost model of this model on this machine: cached, or measured now
-/// (several seconds for a small model) and cached.
+/// (several seconds for a small model; cached unless disturbed).
 pub fn cost_model(model: &mut Model) -> Result<CostModel> {
+    match calibrate(model, &|| false)? {
+        Calibration::Done(cost) | Calibration::Disturbed(cost) => Ok(cost),
+        Calibration::Interrupted => anyhow::bail!("calibration interrupted"),
+    }
+}
+
+/// The cached cost model of this model on this machine, if there is a usable one.
+pub fn cached(model: &Model) -> Option<CostModel> {
     let path = cache_file(model.info(), model.tokenizer().fingerprint());
     match read_cached(&path) {
-        Cached::Usable(cost) => return Ok(cost),
-        Cached::Missing => {}
+        Cached::Usable(cost) => Some(cost),
+        Cached::Missing => None,
         Cached::Unusable => {
-            tracing::warn!("the calibration file {} is unusable; measuring again and replacing it", path.display())
+            tracing::warn!("the calibration file {} is unusable; measuring again and replacing it", path.display());
+            None
         }
     }
-    let cost = measure_lengths(model, &CALIBRATION_CACHES, &CALIBRATION_NODES, CALIBRATION_REPEATS)?;
-    if let Err(error) = copilotd_draft::atomic_file::write(&path, &encode(&cost)) {
-        tracing::warn!("cannot cache the cost curve at {}: {error:#}", path.display());
+}
+
+/// The cached cost model, or a measurement until `interrupt` says stop; an undisturbed
+/// measurement is cached.
+pub fn calibrate(model: &mut Model, interrupt: &dyn Fn() -> bool) -> Result<Calibration> {
+    if let Some(cost) = cached(model) {
+        return Ok(Calibration::Done(cost));
     }
-    Ok(cost)
+    let path = cache_file(model.info(), model.tokenizer().fingerprint());
+    let calibration = measure_lengths(model, &CALIBRATION_CACHES, &CALIBRATION_NODES, CALIBRATION_REPEATS, interrupt)?;
+    match &calibration {
+        Calibration::Done(cost) => {
+            if let Err(error) = copilotd_draft::atomic_file::write(&path, &encode(cost)) {
+                tracing::warn!("cannot cache the cost curve at {}: {error:#}", path.display());
+            }
+        }
+        Calibration::Disturbed(_) => tracing::info!("the cost calibration was disturbed by other work; not cached"),
+        Calibration::Interrupted => {}
+    }
+    Ok(calibration)
 }
 
 /// What the calibration cache holds for a model.
@@ -156,6 +243,16 @@ fn parse(bytes: &[u8]) -> Option<CostModel> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spread_timings_are_a_disturbed_calibration() {
+        let quiet = vec![vec![10.0, 10.2, 9.9, 10.1, 10.4, 10.0, 9.8], vec![20.0, 21.0, 20.5, 19.8, 20.1, 20.2, 20.3]];
+        assert!(!is_disturbed(&quiet));
+        // A busy machine: half the passes of one node count ran twice as slow.
+        let busy = vec![quiet[0].clone(), vec![20.0, 41.0, 20.5, 44.0, 39.0, 20.2, 42.0]];
+        assert!(is_disturbed(&busy));
+        assert_eq!(medians(&[1, 2], &quiet), vec![(1, 10.0), (2, 20.2)]);
+    }
 
     #[test]
     fn a_garbage_calibration_file_is_unusable_and_replaced() {

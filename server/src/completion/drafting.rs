@@ -36,12 +36,19 @@ impl Default for BudgetSettings {
     }
 }
 
+/// The draft tree while the forward cost is not measured yet: a chain of a few nodes. A
+/// tree pass reads each weight once for all its rows, so a few rows cost about what one
+/// does on any CPU (memory-bound), while a large tree can cost several one-token passes
+/// on a slow one; this small tree never makes a step much dearer than plain decoding.
+pub const UNCALIBRATED: FixedBudget = FixedBudget { nodes: 4, depth: 4 };
+
 /// The stores, the cache and the budget policy that drafting uses. They
 /// live as long as the engine: an editor session is one long generation,
 /// and both the preference cache and the acceptance statistics of the
 /// budget keep learning across requests.
 pub struct DraftSources {
-    pub repository: Option<SharedStore>,
+    /// The repository datastores, one per workspace folder.
+    pub repository: Vec<SharedStore>,
     pub common: Option<Arc<CommonStore>>,
     pub cache: Arc<Mutex<PreferenceCache>>,
     pub fastcoder: FastCoderConfig,
@@ -53,7 +60,7 @@ pub struct DraftSources {
 impl DraftSources {
     pub fn new(fastcoder: FastCoderConfig, budget: BudgetSettings) -> Self {
         DraftSources {
-            repository: None,
+            repository: Vec::new(),
             common: None,
             cache: Arc::new(Mutex::new(PreferenceCache::new(fastcoder.cache))),
             fastcoder,
@@ -72,9 +79,14 @@ impl DraftSources {
     }
 
     /// The budget policy for the next request. `fixed` is used when the
-    /// policy is not cost-aware (or has no cost model).
+    /// policy is not cost-aware, and holds [`UNCALIBRATED`] while the cost-aware one has no
+    /// cost model yet.
     pub fn budget_policy<'a>(&'a mut self, fixed: &'a mut FixedBudget) -> &'a mut dyn BudgetPolicy {
         *fixed = FixedBudget { nodes: self.budget.max_nodes, depth: self.budget.max_depth };
+        if self.needs_cost_model() {
+            *fixed =
+                FixedBudget { nodes: fixed.nodes.min(UNCALIBRATED.nodes), depth: fixed.depth.min(UNCALIBRATED.depth) };
+        }
         match (&mut self.cost_aware, self.budget.cost_aware) {
             (Some(policy), true) => policy,
             _ => fixed,
@@ -155,5 +167,22 @@ mod tests {
         for strategy in [Strategy::FastCoder, Strategy::Auto] {
             assert!(sources.drafter(strategy, &tokenizer).unwrap().is_some(), "{strategy}");
         }
+    }
+
+    #[test]
+    fn a_small_fixed_tree_until_the_cost_is_measured() {
+        use copilotd_draft::budget::CostCurve;
+        let mut sources = DraftSources::new(FastCoderConfig::default(), BudgetSettings::default());
+        let mut fixed = FixedBudget { nodes: 0, depth: 0 };
+        assert_eq!(sources.budget_policy(&mut fixed).limits(), (UNCALIBRATED.nodes, UNCALIBRATED.depth));
+        let curve = CostCurve::new(vec![(1, 10.0), (32, 40.0)]).unwrap();
+        sources.set_cost_model(CostModel::new(vec![(256, curve)]).unwrap());
+        let defaults = BudgetSettings::default();
+        let (nodes, depth) = sources.budget_policy(&mut fixed).limits();
+        assert!(nodes >= defaults.max_nodes && depth == defaults.max_depth, "the cost-aware policy: {nodes}, {depth}");
+        // Not cost-aware: the configured fixed tree, measured or not.
+        let fixed_settings = BudgetSettings { cost_aware: false, ..defaults };
+        let mut plain = DraftSources::new(FastCoderConfig::default(), fixed_settings);
+        assert_eq!(plain.budget_policy(&mut fixed).limits(), (defaults.max_nodes, defaults.max_depth));
     }
 }

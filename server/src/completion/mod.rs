@@ -11,6 +11,7 @@ pub mod prompt;
 pub mod stop;
 pub mod strategy;
 
+pub use calibrate::Calibration;
 pub use error::CompletionError;
 pub use strategy::Strategy;
 
@@ -31,7 +32,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use stop::StopRules;
+use stop::{BlockSyntax, StopRules};
 
 /// How the engine is set up: which model, how it decodes.
 #[derive(Clone, Debug)]
@@ -158,8 +159,8 @@ pub struct Completer {
     info: ModelInfo,
     settings: EngineSettings,
     sources: DraftSources,
-    /// This model's forward cost by tree size and cache length, measured (or
-    /// read from the cache) at the first request that drafts.
+    /// This model's forward cost by tree size and cache length, once measured or read from
+    /// the cache ([`Completer::calibrate`]); until then drafting uses a small fixed tree.
     cost_model: Option<CostModel>,
     /// Each token id's text, for token healing.
     token_texts: Option<Vec<String>>,
@@ -210,9 +211,9 @@ impl Completer {
         &self.tokenizer
     }
 
-    /// The live repository datastore of the workspace being served.
-    pub fn set_repository(&mut self, store: SharedStore) {
-        self.sources.repository = Some(store);
+    /// The live repository datastores of the workspace being served, one per folder.
+    pub fn set_repositories(&mut self, stores: Vec<SharedStore>) {
+        self.sources.repository = stores;
     }
 
     /// Opens the common datastore for this model's tokenizer, building it
@@ -261,6 +262,37 @@ impl Completer {
         }
     }
 
+    /// Uses the cached cost curve of this model on this machine, if there is one (cheap).
+    pub fn use_cached_calibration(&mut self) -> bool {
+        if self.cost_model.is_none() {
+            self.cost_model = calibrate::cached(&self.session.model_mut().0);
+        }
+        self.cost_model.is_some()
+    }
+
+    /// Whether drafting still waits for the cost curve (and uses a small fixed tree meanwhile).
+    pub fn needs_calibration(&self) -> bool {
+        self.settings.budget.cost_aware && self.cost_model.is_none()
+    }
+
+    /// Measures the cost curve (or reads it from the cache) until `interrupt` says stop,
+    /// checked between forward passes. A disturbed measurement is used until a better one.
+    pub fn calibrate_until(&mut self, interrupt: &dyn Fn() -> bool) -> Result<Calibration, CompletionError> {
+        let calibration = calibrate::calibrate(&mut self.session.model_mut().0, interrupt)?;
+        if let Calibration::Done(cost) | Calibration::Disturbed(cost) = &calibration {
+            self.cost_model = Some(cost.clone());
+        }
+        Ok(calibration)
+    }
+
+    /// Measures the cost curve now unless it is known (blocking: the CLI and benchmarks).
+    pub fn calibrate(&mut self) -> Result<(), CompletionError> {
+        if self.needs_calibration() && !self.use_cached_calibration() {
+            self.calibrate_until(&|| false)?;
+        }
+        Ok(())
+    }
+
     /// Completes the buffer at the cursor. `cancel` is checked once per
     /// decode step; once it fires the result is [`CompletionError::Cancelled`].
     pub fn complete(
@@ -279,7 +311,11 @@ impl Completer {
         }
         let first_token_among = (!prompt.healed.is_empty()).then(|| self.tokens_starting_with(&prompt.healed));
         let line_start = text[..request.cursor].rfind('\n').map_or(0, |i| i + 1);
-        let rules = StopRules::new(&text[line_start..request.cursor], is_python(request.path), self.settings.max_lines);
+        let rules = StopRules::new(
+            &text[line_start..request.cursor],
+            BlockSyntax::for_path(request.path),
+            self.settings.max_lines,
+        );
 
         let options = DecodeOptions {
             max_new_tokens: request.max_tokens.max(1),
@@ -294,15 +330,8 @@ impl Completer {
         };
         let hooks = DecodeHooks { stop: &mut stop, cancel };
         let mut drafter = self.sources.drafter(request.strategy, &self.tokenizer)?;
-        if drafter.is_some() && self.sources.needs_cost_model() {
-            let cost = match &self.cost_model {
-                Some(cost) => cost.clone(),
-                None => {
-                    let cost = calibrate::cost_model(&mut self.session.model_mut().0)?;
-                    self.cost_model.insert(cost).clone()
-                }
-            };
-            self.sources.set_cost_model(cost);
+        if let Some(cost) = self.cost_model.as_ref().filter(|_| drafter.is_some() && self.sources.needs_cost_model()) {
+            self.sources.set_cost_model(cost.clone());
         }
         let drafter = drafter.as_mut().map(|d| d.as_mut() as &mut dyn Drafter);
         let mut fixed = FixedBudget { nodes: 0, depth: 0 };
@@ -355,12 +384,4 @@ impl Completer {
 /// first token restored.
 fn after_cursor<'a>(generated: &'a str, healed: &str) -> &'a str {
     generated.strip_prefix(healed).unwrap_or(generated)
-}
-
-/// Python rules apply to `.py`/`.pyi` files and to buffers without a path.
-fn is_python(path: Option<&str>) -> bool {
-    match path.and_then(|p| std::path::Path::new(p).extension()) {
-        Some(ext) => ext == "py" || ext == "pyi",
-        None => true,
-    }
 }

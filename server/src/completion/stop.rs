@@ -1,27 +1,58 @@
-//! Where a completion ends: for Python, at the end of the block the cursor
-//! is in (the first line that dedents below it), or after a line limit.
+//! Where a completion ends: at the end of the block the cursor is in, or after a line limit.
+//!
+//! Every language ends a block where the code dedents below it (the first line indented less
+//! than the block's first line). Languages other than Python also end it at the closing bracket
+//! that closes the cursor's block (`}`, `)` or `]` with no opening partner in the completion, outside
+//! strings and comments): the completion stops before it, so the editor's own closing bracket
+//! (or the person's) closes it. Python's indentation is its syntax: there a block ends only at
+//! a dedent.
+
+/// How the cursor's block is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockSyntax {
+    /// Indentation only (Python).
+    Indentation,
+    /// Indentation and brackets. `lifetimes`: a `'` is a character literal or a lifetime
+    /// (Rust), not the start of a string.
+    Brackets { lifetimes: bool },
+}
+
+impl BlockSyntax {
+    /// The block syntax of a file by its path: Python for `.py`/`.pyi` and for buffers without
+    /// a path or extension, brackets for everything else.
+    pub fn for_path(path: Option<&str>) -> BlockSyntax {
+        match path.and_then(|p| std::path::Path::new(p).extension()).and_then(|e| e.to_str()) {
+            None | Some("py" | "pyi") => BlockSyntax::Indentation,
+            Some(ext) => BlockSyntax::Brackets { lifetimes: ext == "rs" },
+        }
+    }
+}
 
 /// Stop rules for one completion.
 #[derive(Clone, Debug)]
 pub struct StopRules {
     /// The text of the cursor's line before the cursor.
     line_prefix: String,
-    /// Indentation-based block end (Python); off for other languages.
-    block_end: bool,
+    syntax: BlockSyntax,
     /// Stop after this many completed lines (0: no limit).
     max_lines: usize,
 }
 
 impl StopRules {
-    pub fn new(line_prefix: &str, block_end: bool, max_lines: usize) -> Self {
-        StopRules { line_prefix: line_prefix.to_string(), block_end, max_lines }
+    pub fn new(line_prefix: &str, syntax: BlockSyntax, max_lines: usize) -> Self {
+        StopRules { line_prefix: line_prefix.to_string(), syntax, max_lines }
     }
 
     /// The part of `generated` to keep, and whether generation must stop.
-    /// Generation stops once the text reaches a line that leaves the block
-    /// (that line is cut) or completes `max_lines` lines.
+    /// Generation stops once the text reaches the end of the cursor's block
+    /// (the rest is cut) or completes `max_lines` lines.
     pub fn apply<'a>(&self, generated: &'a str) -> (&'a str, bool) {
-        if let Some(cut) = self.block_end.then(|| self.block_exit(generated)).flatten() {
+        let dedent = self.block_exit(generated);
+        let bracket = match self.syntax {
+            BlockSyntax::Indentation => None,
+            BlockSyntax::Brackets { lifetimes } => unmatched_closer(generated, lifetimes),
+        };
+        if let Some(cut) = [dedent, bracket].into_iter().flatten().min() {
             return (generated[..cut].trim_end(), true);
         }
         if self.max_lines > 0 {
@@ -58,13 +89,112 @@ impl StopRules {
     }
 }
 
+/// Byte offset in `generated` of the closing bracket that closes a bracket opened before the
+/// cursor: of its line when only blanks precede it there (a line that closes the block), else
+/// of the bracket itself. Brackets in strings and comments do not count.
+fn unmatched_closer(generated: &str, lifetimes: bool) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut line_start = 0;
+    let mut state = Lexed::Code;
+    let mut chars = generated.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let next = chars.peek().map(|&(_, n)| n);
+        state = match (state, c) {
+            (_, '\n') => {
+                line_start = at + 1;
+                // Strings and line comments end with their line; block comments go on.
+                if state == Lexed::BlockComment {
+                    state
+                } else {
+                    Lexed::Code
+                }
+            }
+            (Lexed::Quoted(_), '\\') => {
+                chars.next();
+                state
+            }
+            (Lexed::Quoted(quote), c) if c == quote => Lexed::Code,
+            (Lexed::BlockComment, '*') if next == Some('/') => {
+                chars.next();
+                Lexed::Code
+            }
+            (Lexed::Quoted(_) | Lexed::LineComment | Lexed::BlockComment, _) => state,
+            (Lexed::Code, '/') if next == Some('/') => Lexed::LineComment,
+            (Lexed::Code, '/') if next == Some('*') => {
+                chars.next();
+                Lexed::BlockComment
+            }
+            // `#` starts a comment where it starts a word (`# note`), not in `a#b` or `#[attr]`.
+            (Lexed::Code, '#') if next != Some('[') && starts_word(generated, at) => Lexed::LineComment,
+            (Lexed::Code, '\'') if lifetimes => {
+                skip_char_literal(&mut chars);
+                Lexed::Code
+            }
+            (Lexed::Code, '"' | '\'' | '`') => Lexed::Quoted(c),
+            (Lexed::Code, '(' | '[' | '{') => {
+                depth += 1;
+                Lexed::Code
+            }
+            (Lexed::Code, ')' | ']' | '}') => {
+                if depth == 0 {
+                    let closes_line = generated[line_start..at].trim().is_empty() && line_start > 0;
+                    return Some(if closes_line { line_start } else { at });
+                }
+                depth -= 1;
+                Lexed::Code
+            }
+            (Lexed::Code, _) => Lexed::Code,
+        };
+    }
+    None
+}
+
+/// Where the bracket scanner is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lexed {
+    Code,
+    Quoted(char),
+    LineComment,
+    BlockComment,
+}
+
+fn starts_word(text: &str, at: usize) -> bool {
+    text[..at].chars().next_back().is_none_or(char::is_whitespace)
+}
+
+/// After a `'` in Rust: skips a character literal (`'x'`, `'\n'`, `'\u{1F600}'`); a lifetime
+/// (`'a`) is left as code.
+fn skip_char_literal(chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>) {
+    let mut ahead = chars.clone();
+    match ahead.next() {
+        Some((_, '\\')) => {
+            ahead.next();
+            while let Some((_, c)) = ahead.next() {
+                if c == '\'' {
+                    *chars = ahead;
+                    return;
+                }
+                if c == '\n' {
+                    return;
+                }
+            }
+        }
+        Some((_, c)) if c != '\'' && c != '\n' && ahead.next().is_some_and(|(_, q)| q == '\'') => *chars = ahead,
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const PY: BlockSyntax = BlockSyntax::Indentation;
+    const C: BlockSyntax = BlockSyntax::Brackets { lifetimes: false };
+    const RUST: BlockSyntax = BlockSyntax::Brackets { lifetimes: true };
+
     #[test]
     fn a_function_body_ends_where_the_code_dedents() {
-        let rules = StopRules::new("    ", true, 0);
+        let rules = StopRules::new("    ", PY, 0);
         let text = "return x + 1\n\n\ndef other():\n    pass\n";
         assert_eq!(rules.apply(text), ("return x + 1", true));
         // Still inside the block: keep going.
@@ -73,31 +203,120 @@ mod tests {
 
     #[test]
     fn an_indentation_still_being_written_does_not_stop() {
-        let rules = StopRules::new("    ", true, 0);
+        let rules = StopRules::new("    ", PY, 0);
         assert_eq!(rules.apply("a = 1\n  "), ("a = 1\n  ", false));
         assert_eq!(rules.apply("a = 1\nb"), ("a = 1", true));
     }
 
     #[test]
     fn the_first_line_sets_the_block_when_the_cursor_starts_a_line() {
-        let rules = StopRules::new("", true, 0);
+        let rules = StopRules::new("", PY, 0);
         assert_eq!(rules.apply("    a = 1\n    b = 2\nc = 3"), ("    a = 1\n    b = 2", true));
         // A cursor in the middle of a line measures that line's indentation.
-        let mid_line = StopRules::new("    total = ", true, 0);
+        let mid_line = StopRules::new("    total = ", PY, 0);
         assert_eq!(
             mid_line.apply("0\n    for x in xs:\n        total += x\nprint(total)"),
             ("0\n    for x in xs:\n        total += x", true)
         );
         // At the end of a block opener, the next line sets the block.
-        let opener = StopRules::new("def f():", true, 0);
+        let opener = StopRules::new("def f():", PY, 0);
         assert_eq!(opener.apply("\n    return 1\n\ndef g():"), ("\n    return 1", true));
     }
 
     #[test]
-    fn line_limit_and_no_block_rule() {
-        let rules = StopRules::new("", false, 2);
+    fn line_limit() {
+        let rules = StopRules::new("", PY, 2);
         assert_eq!(rules.apply("a\nb\nc"), ("a\nb", true));
         assert_eq!(rules.apply("a\nb"), ("a\nb", false));
-        assert_eq!(StopRules::new("", false, 0).apply("x\ny\nz"), ("x\ny\nz", false));
+        assert_eq!(StopRules::new("", PY, 0).apply("x\ny\nz"), ("x\ny\nz", false));
+    }
+
+    #[test]
+    fn syntax_by_path() {
+        assert_eq!(BlockSyntax::for_path(Some("a/b.py")), PY);
+        assert_eq!(BlockSyntax::for_path(None), PY);
+        assert_eq!(BlockSyntax::for_path(Some("src/main.rs")), RUST);
+        for path in ["a.c", "a.js", "a.ts", "a.go", "a.lua", "a.rb", "a.yaml"] {
+            assert_eq!(BlockSyntax::for_path(Some(path)), C, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_c_function_body_ends_before_its_closing_brace() {
+        // The cursor at the start of a body line: the brace line that closes the function is cut.
+        let rules = StopRules::new("    ", C, 0);
+        let body = "int y = x * 2;\n    if (y > 10) {\n        y = 10;\n    }\n    return y;\n";
+        let text = format!("{body}}}\n\nint other(void) {{\n");
+        assert_eq!(rules.apply(&text), (body.trim_end(), true));
+        // Nested blocks open and close inside the completion: keep going.
+        assert_eq!(
+            rules.apply("if (a) {\n        b();\n    }\n    c"),
+            ("if (a) {\n        b();\n    }\n    c", false)
+        );
+        // `} else {` closes the cursor's branch.
+        let branch = StopRules::new("        ", C, 0);
+        assert_eq!(branch.apply("a();\n    } else {\n        b();"), ("a();", true));
+    }
+
+    #[test]
+    fn a_brace_that_the_dedent_would_miss_still_ends_the_block() {
+        // Code written without indentation: only the bracket tells.
+        let rules = StopRules::new("", C, 0);
+        assert_eq!(rules.apply("x++;\nreturn x;\n}\nint g() {"), ("x++;\nreturn x;", true));
+    }
+
+    #[test]
+    fn javascript_arguments_end_at_the_closing_parenthesis() {
+        // Inside a call's arguments: the completion stops before the `)` of the call.
+        let rules = StopRules::new("fetch(url, ", C, 0);
+        assert_eq!(rules.apply("{ method: 'POST' });\nconsole.log(1);"), ("{ method: 'POST' }", true));
+        // Brackets in strings, template literals and comments do not count.
+        let quoted = StopRules::new("  log(", C, 0);
+        assert_eq!(
+            quoted.apply("\"a) \\\" ]\", `}`, ')' /* ) */ // )"),
+            ("\"a) \\\" ]\", `}`, ')' /* ) */ // )", false)
+        );
+        assert_eq!(quoted.apply("'x')"), ("'x'", true));
+        // An arrow function's body: its `});` line ends the block of the callback.
+        let callback = StopRules::new("  ", C, 0);
+        assert_eq!(callback.apply("total += x;\n});\nnext();"), ("total += x;", true));
+    }
+
+    #[test]
+    fn rust_lifetimes_and_char_literals() {
+        let rules = StopRules::new("    ", RUST, 0);
+        let body = "let s: &'a str = if c == '}' { \"{\" } else { x };\n    s";
+        assert_eq!(rules.apply(&format!("{body}\n}}\n")), (body, true));
+        assert_eq!(
+            rules.apply("f::<'static>(b'(', '\\'', '\\u{7d}')\n"),
+            ("f::<'static>(b'(', '\\'', '\\u{7d}')\n", false)
+        );
+        // `#[...]` is an attribute, not a comment.
+        assert_eq!(rules.apply("#[inline] x)"), ("#[inline] x", true));
+        // `# ...` is a comment (shell, Ruby, YAML).
+        assert_eq!(StopRules::new("", C, 0).apply("a # ) }\nb"), ("a # ) }\nb", false));
+    }
+
+    #[test]
+    fn lua_and_ruby_blocks_end_at_the_dedent() {
+        let rules = StopRules::new("  ", C, 0);
+        assert_eq!(rules.apply("local y = x + 1\n  return y\nend\n"), ("local y = x + 1\n  return y", true));
+        assert_eq!(rules.apply("puts(x)\nend"), ("puts(x)", true));
+    }
+
+    #[test]
+    fn yaml_mappings_end_at_the_dedent() {
+        let rules = StopRules::new("    ", C, 0);
+        let text = "image: nginx\n    ports:\n      - \"80:80\"\n  db:\n    image: postgres";
+        assert_eq!(rules.apply(text), ("image: nginx\n    ports:\n      - \"80:80\"", true));
+    }
+
+    #[test]
+    fn python_keeps_its_indentation_rule() {
+        // A `)` closing a call opened before the cursor is no block end in Python.
+        let rules = StopRules::new("    total = sum(", PY, 0);
+        assert_eq!(rules.apply("xs)\n    return total"), ("xs)\n    return total", false));
+        let c = StopRules::new("    total = sum(", C, 0);
+        assert_eq!(c.apply("xs)\n    return total"), ("xs", true));
     }
 }

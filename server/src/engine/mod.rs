@@ -5,11 +5,14 @@
 //! [`Completion`] or a typed [`ServiceError`]. The LSP adapter maps those errors to JSON-RPC
 //! codes, and its tests run against a fake service without a model.
 
+mod calibration;
 mod model_engine;
 mod typed_through;
 
+pub use calibration::CalibrationState;
 pub use model_engine::ModelEngine;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use copilotd_draft::cancel::{CancelToken, Cancelled};
@@ -58,6 +61,8 @@ pub struct Recent {
     /// Tokens generated since start, cancelled completions included.
     pub generated_tokens: u64,
     pub last: Option<serde_json::Value>,
+    /// The loaded model's cost calibration; `None` without a model.
+    pub calibration: Option<CalibrationState>,
 }
 
 /// Why a job produced no completion.
@@ -92,8 +97,14 @@ pub trait CompletionService: Send + Sync {
     fn recent(&self) -> Recent;
     /// (Re)loads the model; resolves to the load error, if any, once done.
     fn load(&self, settings: EngineSettings) -> BoxFuture<'_, Result<(), String>>;
-    /// Gives the workspace's repository datastore to the current and all future models.
-    fn set_repository(&self, store: SharedStore) -> BoxFuture<'_, ()>;
+    /// Gives the workspace's repository datastores (one per folder) to the current and all
+    /// future models.
+    fn set_repositories(&self, stores: Vec<SharedStore>) -> BoxFuture<'_, ()>;
+    /// Where the preference cache persists: every model loaded from now on starts from it,
+    /// and it is saved there now and then and by [`CompletionService::save_preferences`].
+    fn set_preferences_file(&self, path: Option<PathBuf>);
+    /// Saves the preference cache now (at shutdown).
+    fn save_preferences(&self) -> BoxFuture<'_, ()>;
     /// Runs one job, waiting for the model if it is loading; ends with
     /// [`ServiceError::Cancelled`] within one decode step once `cancel` fires.
     fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>>;

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use copilotd_draft::cancel::CancelToken;
 use copilotd_model::Tokenizer;
@@ -11,6 +12,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::sync::watch;
 
+use super::calibration::{self, CalibrationControl, CalibrationState};
 use super::typed_through::LastSuggestion;
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
 use crate::completion::{self, Completer, Completion, CompletionRequest, CompletionStats, EngineSettings, Strategy};
@@ -37,6 +39,7 @@ struct Loaded {
     completer: Arc<tokio::sync::Mutex<Completer>>,
     /// The last suggestion, for typed-through answers (forgotten with the model).
     last_suggestion: Mutex<LastSuggestion>,
+    calibration: Arc<CalibrationControl>,
     name: String,
     device: String,
     tokenizer: Tokenizer,
@@ -48,9 +51,15 @@ pub struct ModelEngine {
     /// Sequence number of the latest load; older loads finishing late are discarded.
     loads: AtomicU64,
     recent: Mutex<Recent>,
-    /// The workspace's repository datastore, given to every model loaded.
-    repository: Mutex<Option<SharedStore>>,
+    /// The workspace's repository datastores, given to every model loaded.
+    repository: Mutex<Vec<SharedStore>>,
+    /// Where the preference cache persists, and when it was last saved there.
+    preferences: Mutex<Option<PathBuf>>,
+    preferences_saved: Mutex<Instant>,
 }
+
+/// How often a completion also saves the preference cache.
+const SAVE_PREFERENCES_EVERY: Duration = Duration::from_secs(60);
 
 impl Default for ModelEngine {
     fn default() -> Self {
@@ -58,7 +67,9 @@ impl Default for ModelEngine {
             load: watch::channel(Load::Idle).0,
             loads: AtomicU64::new(0),
             recent: Mutex::new(Recent::default()),
-            repository: Mutex::new(None),
+            repository: Mutex::default(),
+            preferences: Mutex::default(),
+            preferences_saved: Mutex::new(Instant::now()),
         }
     }
 }
@@ -80,16 +91,25 @@ impl ModelEngine {
         let model = model_label(&settings.model);
         self.load.send_replace(Load::Loading { model: model.clone() });
         let repository = lock(&self.repository).clone();
+        let preferences = lock(&self.preferences).clone();
         let loaded = tokio::task::spawn_blocking(move || {
-            let mut completer = Completer::load(&settings)?;
-            if let Some(store) = repository {
-                completer.set_repository(store);
+            // The server never downloads on its own: a missing default model is an error here.
+            let path = crate::model_files::resolve_local(settings.model.as_deref())?;
+            let mut completer = Completer::load(&EngineSettings { model: Some(path), ..settings })?;
+            completer.set_repositories(repository);
+            if let Some(path) = &preferences {
+                completer.restore_preferences(path);
             }
-            anyhow::Ok(completer)
+            let calibration = match (completer.needs_calibration(), completer.use_cached_calibration()) {
+                (false, _) => CalibrationState::Off,
+                (true, true) => CalibrationState::Done,
+                (true, false) => CalibrationState::Pending,
+            };
+            anyhow::Ok((completer, calibration))
         })
         .await;
         let state = match loaded {
-            Ok(Ok(completer)) => {
+            Ok(Ok((completer, calibration_state))) => {
                 let info = completer.model_info();
                 let tokenizer = completer.tokenizer().clone();
                 let loaded = Loaded {
@@ -98,8 +118,13 @@ impl ModelEngine {
                     tokenizer: tokenizer.clone(),
                     completer: Arc::new(tokio::sync::Mutex::new(completer)),
                     last_suggestion: Mutex::new(LastSuggestion::default()),
+                    calibration: Arc::new(CalibrationControl::new(calibration_state)),
                 };
                 attach_common_store(tokenizer, Arc::clone(&loaded.completer));
+                if calibration_state == CalibrationState::Pending {
+                    let (completer, control) = (Arc::downgrade(&loaded.completer), Arc::downgrade(&loaded.calibration));
+                    tokio::spawn(calibration::run(completer, control));
+                }
                 Load::Ready(Arc::new(loaded))
             }
             Ok(Err(err)) => Load::Failed { model, error: format!("{err:#}") },
@@ -115,10 +140,10 @@ impl ModelEngine {
         error
     }
 
-    async fn attach_repository(&self, store: SharedStore) {
-        *lock(&self.repository) = Some(store.clone());
+    async fn attach_repositories(&self, stores: Vec<SharedStore>) {
+        lock(&self.repository).clone_from(&stores);
         if let Load::Ready(loaded) = self.state() {
-            loaded.completer.lock().await.set_repository(store);
+            loaded.completer.lock().await.set_repositories(stores);
         }
     }
 
@@ -148,6 +173,8 @@ impl ModelEngine {
             return Ok(self.typed_through(job.strategy, rest));
         }
         let (text, cursor) = (Arc::clone(&job.text), job.cursor);
+        // A background calibration gives the model back at once.
+        let _wanting = loaded.calibration.want();
         // Requests queue for the model; a superseded one leaves the queue at once.
         let mut completer = tokio::select! {
             completer = Arc::clone(&loaded.completer).lock_owned() => completer,
@@ -156,6 +183,7 @@ impl ModelEngine {
         if let Some(reason) = cancel.reason() {
             return Err(ServiceError::Cancelled(reason));
         }
+        let save_preferences = self.preferences_due();
         let outcome = tokio::task::spawn_blocking(move || {
             let request = CompletionRequest {
                 text: &job.text,
@@ -165,6 +193,9 @@ impl ModelEngine {
                 strategy: job.strategy,
             };
             let result = completer.complete(&request, &cancel);
+            if let Some(path) = save_preferences {
+                save_preferences_to(&completer, &path);
+            }
             (result, completer.recent_stats())
         })
         .await;
@@ -178,6 +209,16 @@ impl ModelEngine {
         figures.acceptance_length = recent.acceptance_length;
         figures.last = serde_json::to_value(&completion.stats).ok();
         Ok(completion)
+    }
+
+    /// The preference file, when it is time to save to it again.
+    fn preferences_due(&self) -> Option<PathBuf> {
+        let path = lock(&self.preferences).clone()?;
+        let mut saved = lock(&self.preferences_saved);
+        (saved.elapsed() >= SAVE_PREFERENCES_EVERY).then(|| {
+            *saved = Instant::now();
+            path
+        })
     }
 
     /// The answer that the rest of the last suggestion gives, counted as a completion.
@@ -208,19 +249,43 @@ impl CompletionService for ModelEngine {
     }
 
     fn recent(&self) -> Recent {
-        lock(&self.recent).clone()
+        let mut recent = lock(&self.recent).clone();
+        if let Load::Ready(loaded) = self.state() {
+            recent.calibration = Some(loaded.calibration.state());
+        }
+        recent
     }
 
     fn load(&self, settings: EngineSettings) -> BoxFuture<'_, Result<(), String>> {
         self.load_model(settings).boxed()
     }
 
-    fn set_repository(&self, store: SharedStore) -> BoxFuture<'_, ()> {
-        self.attach_repository(store).boxed()
+    fn set_repositories(&self, stores: Vec<SharedStore>) -> BoxFuture<'_, ()> {
+        self.attach_repositories(stores).boxed()
+    }
+
+    fn set_preferences_file(&self, path: Option<PathBuf>) {
+        *lock(&self.preferences) = path;
+    }
+
+    fn save_preferences(&self) -> BoxFuture<'_, ()> {
+        async move {
+            let (Some(path), Load::Ready(loaded)) = (lock(&self.preferences).clone(), self.state()) else { return };
+            let completer = loaded.completer.lock().await;
+            save_preferences_to(&completer, &path);
+        }
+        .boxed()
     }
 
     fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>> {
         self.run(job, cancel).boxed()
+    }
+}
+
+/// Saves the completer's preference cache, with a warning in the log when it cannot.
+fn save_preferences_to(completer: &Completer, path: &std::path::Path) {
+    if let Err(err) = completer.save_preferences(path) {
+        tracing::warn!("{err:#}");
     }
 }
 

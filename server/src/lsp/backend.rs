@@ -10,12 +10,15 @@ use tower_lsp_server::lsp_types::{MessageType, Uri};
 use tower_lsp_server::{Client, UriExt};
 
 use super::documents::Documents;
+use super::model_download;
 use super::requests::InFlight;
 use super::status::{IndexState, IndexStatus};
 use super::workspace_link::WorkspaceLink;
 use crate::config::{client_settings, Config, Naming};
 use crate::engine::CompletionService;
+use crate::model_files;
 use crate::sync::{lock, read, write};
+use crate::workspace::relative_key;
 
 pub struct Backend {
     pub(super) client: Client,
@@ -25,11 +28,19 @@ pub struct Backend {
     pub(super) documents: Documents,
     pub(super) in_flight: Arc<InFlight>,
     pub(super) engine: Arc<dyn CompletionService>,
+    /// The index state while no folder is indexed (no folder, or no model to index with).
     pub(super) index: Arc<IndexStatus>,
     /// Workspace root folders, from `initialize` and folder changes.
     pub(super) roots: RwLock<Vec<PathBuf>>,
-    pub(super) workspace: Mutex<Option<Arc<WorkspaceLink>>>,
+    /// One live index per workspace folder.
+    pub(super) workspaces: Mutex<Vec<Arc<WorkspaceLink>>>,
+    /// Held while folders' indexes are started or stopped, so that changes apply in order. Holds
+    /// the folders that could not be indexed: tried again only on a restart, so that every
+    /// folder change does not repeat their warning.
+    workspace_changes: tokio::sync::Mutex<Vec<PathBuf>>,
     pub(super) progress_supported: AtomicBool,
+    /// Whether the person is being asked to download the default model (or it is downloading).
+    pub(super) download_offered: AtomicBool,
     /// Whether `shutdown` was received (an `exit` without it is an error).
     pub(super) shut_down: Arc<AtomicBool>,
 }
@@ -50,8 +61,10 @@ impl Backend {
             engine,
             index: Arc::default(),
             roots: RwLock::default(),
-            workspace: Mutex::default(),
+            workspaces: Mutex::default(),
+            workspace_changes: tokio::sync::Mutex::default(),
             progress_supported: AtomicBool::new(false),
+            download_offered: AtomicBool::new(false),
             shut_down,
         }
     }
@@ -60,12 +73,13 @@ impl Backend {
         read(&self.config).clone()
     }
 
-    pub(super) fn workspace(&self) -> Option<Arc<WorkspaceLink>> {
-        lock(&self.workspace).clone()
+    /// The live indexes of the workspace folders.
+    pub(super) fn workspaces(&self) -> Vec<Arc<WorkspaceLink>> {
+        lock(&self.workspaces).clone()
     }
 
-    pub(super) fn first_root(&self) -> Option<PathBuf> {
-        read(&self.roots).first().cloned()
+    pub(super) fn has_roots(&self) -> bool {
+        !read(&self.roots).is_empty()
     }
 
     /// Sends `window/showMessage` without making the caller wait.
@@ -75,17 +89,18 @@ impl Backend {
         tokio::spawn(async move { client.show_message(typ, message).await });
     }
 
-    /// The workspace-relative path (with `/` separators) of a document in the first root: the
-    /// repository datastore's key for it.
+    /// The path of a document as completions see it: relative to its workspace folder (with `/`
+    /// separators: the repository datastore's key for it), or its file name outside every folder.
     pub(super) fn relative_path(&self, uri: &Uri) -> Option<String> {
         let path = uri.to_file_path()?;
-        if let Some(workspace) = self.workspace() {
-            return workspace.key_for(&path);
+        if let Some(key) = self.workspaces().iter().find_map(|workspace| workspace.key_for(&path)) {
+            return Some(key);
         }
-        let root = self.first_root()?;
-        let relative = path.strip_prefix(root).ok()?;
-        let parts: Option<Vec<&str>> = relative.components().map(|c| c.as_os_str().to_str()).collect();
-        Some(parts?.join("/"))
+        let roots = read(&self.roots).clone();
+        roots
+            .iter()
+            .find_map(|root| relative_key(root, &path))
+            .or_else(|| path.file_name().and_then(|name| name.to_str()).map(str::to_owned))
     }
 
     /// Starts (or restarts) loading the model from the current settings; once it is loaded,
@@ -94,82 +109,128 @@ impl Backend {
         let settings = self.config().engine_settings();
         let backend = Arc::clone(self);
         tokio::spawn(async move {
+            let model = settings.model.clone();
             match backend.engine.load(settings).await {
-                Ok(()) => backend.restart_workspace().await,
+                Ok(()) => backend.restart_workspaces().await,
                 Err(error) => {
+                    backend.index.set_state(if backend.has_roots() { IndexState::Failed } else { IndexState::None });
+                    if model_files::default_model_needs_fetch(model.as_deref()) {
+                        return model_download::offer(backend, error).await;
+                    }
                     backend.notify_user(
                         MessageType::ERROR,
                         format!(
                             "copilotd: no completions: {error}. Set `model` to a GGUF file, or run `copilotd model fetch`."
                         ),
                     );
-                    // The repository datastore needs the model's tokenizer.
-                    let state = if backend.first_root().is_none() { IndexState::None } else { IndexState::Failed };
-                    backend.index.set_state(state);
                 }
             }
         });
     }
 
-    /// Restarts the workspace index in the background.
-    pub(super) fn spawn_restart_workspace(self: &Arc<Self>) {
+    /// Restarts every folder's index in the background (settings changed, or reindex asked).
+    pub(super) fn spawn_restart_workspaces(self: &Arc<Self>) {
         let backend = Arc::clone(self);
-        tokio::spawn(async move { backend.restart_workspace().await });
+        tokio::spawn(async move { backend.restart_workspaces().await });
     }
 
-    /// Stops the live index (joining its thread, which saves the store).
-    pub(super) async fn stop_workspace(&self) {
-        let old = lock(&self.workspace).take();
-        if let Some(old) = old {
-            let _ = tokio::task::spawn_blocking(move || drop(old)).await;
-        }
+    /// Brings the folders' indexes in line with the roots in the background: removed folders
+    /// are dropped from the index, added ones indexed.
+    pub(super) fn spawn_sync_workspaces(self: &Arc<Self>) {
+        let backend = Arc::clone(self);
+        tokio::spawn(async move { backend.sync_workspaces(false).await });
     }
 
-    /// (Re)starts the live index of the first workspace root with the loaded model's
-    /// tokenizer, and reports its progress. Does nothing while no model is loaded.
-    async fn restart_workspace(self: &Arc<Self>) {
+    /// Stops every folder's index (joining their threads, which save the stores).
+    pub(super) async fn stop_workspaces(&self) {
+        let _changing = self.workspace_changes.lock().await;
+        self.stop_links(|_| true).await;
+    }
+
+    async fn restart_workspaces(self: &Arc<Self>) {
+        self.sync_workspaces(true).await;
+    }
+
+    /// Stops the indexes of folders that are no longer roots (all of them when `restart`), and
+    /// starts one for each root without one, with the loaded model's tokenizer. Does nothing
+    /// while no model is loaded.
+    async fn sync_workspaces(self: &Arc<Self>, restart: bool) {
         let Some(tokenizer) = self.engine.tokenizer() else { return };
-        self.stop_workspace().await;
-        let Some(root) = self.first_root() else {
-            self.index.set_state(IndexState::None);
-            return;
-        };
+        let mut unindexable = self.workspace_changes.lock().await;
+        let roots = read(&self.roots).clone();
+        unindexable.retain(|root| !restart && roots.contains(root));
+        let stopped = self.stop_links(|link| restart || !roots.iter().any(|root| root == link.folder())).await;
+        let running: Vec<PathBuf> = self.workspaces().iter().map(|link| link.folder().to_path_buf()).collect();
         let config = self.config();
-        let status = Arc::clone(&self.index);
-        let started = tokio::task::spawn_blocking(move || {
-            WorkspaceLink::start(&root, &config.languages, &config.ignore, tokenizer, status)
-        })
-        .await;
-        let failure = match started {
-            Ok(Ok(Some(link))) => return self.serve_workspace(Arc::new(link)).await,
-            Ok(Ok(None)) => {
-                self.index.set_state(IndexState::None);
-                return;
-            }
-            Ok(Err(err)) => format!("cannot index the workspace: {err:#}"),
-            Err(join) => format!("workspace indexing crashed: {join}"),
-        };
-        self.index.set_state(IndexState::Failed);
-        self.notify_user(MessageType::WARNING, format!("copilotd: {failure}"));
+        let mut started = false;
+        let new: Vec<PathBuf> =
+            roots.into_iter().filter(|root| !running.contains(root) && !unindexable.contains(root)).collect();
+        for root in new {
+            let (config, tokenizer, folder) = (config.clone(), tokenizer.clone(), root.clone());
+            let link = tokio::task::spawn_blocking(move || {
+                WorkspaceLink::start(&folder, &config.languages, &config.ignore, tokenizer)
+            })
+            .await;
+            let failure = match link {
+                Ok(Ok(Some(link))) => {
+                    self.serve_workspace(Arc::new(link));
+                    started = true;
+                    continue;
+                }
+                Ok(Ok(None)) => continue,
+                Ok(Err(err)) => format!("cannot index {}: {err:#}", root.display()),
+                Err(join) => format!("indexing {} crashed: {join}", root.display()),
+            };
+            unindexable.push(root);
+            tracing::warn!("{failure}");
+            self.notify_user(MessageType::WARNING, format!("copilotd: {failure}"));
+        }
+        if started || stopped {
+            let stores = self.workspaces().iter().map(|link| link.store()).collect();
+            self.engine.set_repositories(stores).await;
+        }
+        // Seen only while no folder is indexed.
+        let failed = !unindexable.is_empty();
+        self.index.set_state(if failed { IndexState::Failed } else { IndexState::None });
     }
 
-    /// Makes a started index the live one: overlays, the engine's repository, progress.
-    async fn serve_workspace(self: &Arc<Self>, link: Arc<WorkspaceLink>) {
-        *lock(&self.workspace) = Some(Arc::clone(&link));
-        // Buffers opened before the workspace existed become overlays now, sent under the
+    /// Stops (and forgets) the folders' indexes that `stop` selects; whether any was.
+    async fn stop_links(&self, stop: impl Fn(&WorkspaceLink) -> bool) -> bool {
+        let stopped: Vec<Arc<WorkspaceLink>> = {
+            let mut links = lock(&self.workspaces);
+            let (gone, kept) = links.drain(..).partition(|link| stop(link));
+            *links = kept;
+            gone
+        };
+        let any = !stopped.is_empty();
+        for link in &stopped {
+            tracing::info!("workspace folder {} is no longer indexed", link.folder().display());
+        }
+        let _ = tokio::task::spawn_blocking(move || drop(stopped)).await;
+        any
+    }
+
+    /// Makes a started folder index live: overlays, then progress reported in the background.
+    fn serve_workspace(self: &Arc<Self>, link: Arc<WorkspaceLink>) {
+        lock(&self.workspaces).push(Arc::clone(&link));
+        // Buffers opened before the index existed become overlays now, sent under the
         // documents' lock so that a concurrent edit's overlay is never overtaken by older text.
         self.documents.for_each(|uri, text| {
             if let Some(path) = uri.to_file_path() {
                 link.set_overlay(&path, text);
             }
         });
-        self.engine.set_repository(link.store()).await;
-        let progress = self.progress_supported.load(Ordering::Relaxed);
-        let outcome = link.report_progress(&self.client, progress).await;
-        tracing::info!("workspace {}: {}", link.root().display(), outcome.message);
-        if let Some(warning) = outcome.warning {
-            self.notify_user(MessageType::WARNING, format!("copilotd: {warning}"));
-        }
+        let (indexing, folder) = (link.indexing(), link.folder().to_path_buf());
+        drop(link);
+        let backend = Arc::clone(self);
+        tokio::spawn(async move {
+            let progress = backend.progress_supported.load(Ordering::Relaxed);
+            let outcome = indexing.report(&backend.client, progress).await;
+            tracing::info!("workspace {}: {}", folder.display(), outcome.message);
+            if let Some(warning) = outcome.warning {
+                backend.notify_user(MessageType::WARNING, format!("copilotd: {warning}"));
+            }
+        });
     }
 
     /// Applies client settings; reloads the model if its settings changed.
@@ -187,7 +248,7 @@ impl Backend {
             self.load_model();
         }
         if before.ignore != after.ignore || before.languages != after.languages {
-            self.spawn_restart_workspace();
+            self.spawn_restart_workspaces();
         }
     }
 }

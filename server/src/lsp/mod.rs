@@ -5,7 +5,8 @@
 //! cancel each other ([`requests`]), handlers one file per method family ([`handlers`]) over
 //! shared state ([`backend`]), the service's errors mapped to JSON-RPC codes ([`errors`]), panic
 //! guards ([`guard`]), the live workspace index ([`workspace_link`]) with `$/progress`
-//! ([`progress`]), `copilotd/status` ([`status`]), and a framing guard that keeps malformed
+//! ([`progress`]), `copilotd/status` ([`status`]), a missing default model offered for download
+//! (`model_download`), and a framing guard that keeps malformed
 //! input from ending the session ([`transport`]).
 
 mod backend;
@@ -14,6 +15,7 @@ pub mod documents;
 pub mod errors;
 mod guard;
 mod handlers;
+mod model_download;
 pub mod progress;
 pub mod requests;
 pub mod status;

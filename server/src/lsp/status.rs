@@ -38,6 +38,18 @@ impl IndexState {
     }
 }
 
+impl IndexState {
+    /// The state of several folders' indexes as one: indexing while any is, failed when any
+    /// failed, ready when all are; `None` without folders.
+    pub fn combined(states: impl IntoIterator<Item = IndexState>) -> IndexState {
+        let states: Vec<IndexState> = states.into_iter().collect();
+        [IndexState::Indexing, IndexState::Failed, IndexState::Ready]
+            .into_iter()
+            .find(|state| states.contains(state))
+            .unwrap_or(IndexState::None)
+    }
+}
+
 /// Index state and size, updated from indexing threads, read by status requests.
 #[derive(Debug, Default)]
 pub struct IndexStatus {
@@ -78,10 +90,15 @@ pub struct Status {
     pub strategy: String,
     pub index_state: IndexState,
     pub indexed_files: usize,
+    /// Workspace folders with a live index.
+    pub indexed_folders: usize,
     /// Decode speed over recent completions.
     pub tokens_per_second: Option<f64>,
     /// Mean accepted tokens per forward step over recent completions.
     pub acceptance_length: Option<f64>,
+    /// The cost calibration of the loaded model: `pending`, `measuring`, `disturbed`, `done`,
+    /// `off`; `none` without a model.
+    pub calibration: String,
     /// Completions answered since start.
     pub completions: u64,
     /// Tokens the model generated since start, cancelled completions included.
@@ -103,5 +120,14 @@ mod tests {
             assert_eq!(status.state(), state);
         }
         assert_eq!(serde_json::to_value(IndexState::Indexing).unwrap(), "indexing");
+    }
+
+    #[test]
+    fn folders_combine_into_one_state() {
+        use IndexState::*;
+        assert_eq!(IndexState::combined([Ready, Indexing, Failed]), Indexing);
+        assert_eq!(IndexState::combined([Ready, Failed]), Failed);
+        assert_eq!(IndexState::combined([Ready, Ready]), Ready);
+        assert_eq!(IndexState::combined([]), None);
     }
 }

@@ -1,8 +1,8 @@
-//! The server's side of the live workspace: starts [`LiveWorkspace`] for the first workspace
-//! folder (initial indexing in the background, the watcher), turns its indexing state into
+//! The server's side of the live workspace: starts one [`LiveWorkspace`] per workspace folder
+//! (initial indexing in the background, the watcher), turns its indexing state into
 //! `$/progress` and status, and forwards open buffers as overlays.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -21,9 +21,19 @@ pub struct Outcome {
     pub warning: Option<String>,
 }
 
-/// A running live workspace.
+/// The live workspace of one folder.
 pub struct WorkspaceLink {
+    /// The folder as the client named it.
+    folder: PathBuf,
     live: LiveWorkspace,
+    status: Arc<IndexStatus>,
+    finished: watch::Receiver<Option<Outcome>>,
+    progress: watch::Receiver<(usize, usize)>,
+}
+
+/// A folder's indexing as seen from outside: reporting it does not keep the folder's index alive.
+pub struct IndexingWatch {
+    title: String,
     finished: watch::Receiver<Option<Outcome>>,
     progress: watch::Receiver<(usize, usize)>,
 }
@@ -40,14 +50,13 @@ fn walk_languages(languages: &[String]) -> Option<Vec<String>> {
 }
 
 impl WorkspaceLink {
-    /// Starts indexing and watching `root` with the model's tokenizer. `None` when the
-    /// configured languages leave nothing to index.
+    /// Starts indexing and watching the folder `root` with the model's tokenizer. `None` when
+    /// the configured languages leave nothing to index.
     pub fn start(
         root: &Path,
         languages: &[String],
         ignore: &[String],
         tokenizer: Tokenizer,
-        status: Arc<IndexStatus>,
     ) -> Result<Option<WorkspaceLink>> {
         let Some(languages) = walk_languages(languages) else {
             return Ok(None);
@@ -56,31 +65,41 @@ impl WorkspaceLink {
         let store_path = paths::workspace_store_path(root)?;
         let (sink, progress) = progress::channel();
         let (finish, finished) = watch::channel(None);
+        let status = Arc::new(IndexStatus::default());
         status.set_state(StatusState::Indexing);
-        let on_state = Box::new(move |state: &IndexState| report(state, &sink, &finish, &status));
+        let reported = Arc::clone(&status);
+        let on_state = Box::new(move |state: &IndexState| report(state, &sink, &finish, &reported));
         let tokenize = Arc::new(move |text: &str| tokenizer.encode(text));
         let live = LiveWorkspace::start(root, config, tokenize, store_path, on_state)?;
-        Ok(Some(WorkspaceLink { live, finished, progress }))
+        Ok(Some(WorkspaceLink { folder: root.to_path_buf(), live, status, finished, progress }))
     }
 
-    /// Reports indexing to the client (`$/progress` when `enabled`) until it ends.
-    pub async fn report_progress(&self, client: &Client, enabled: bool) -> Outcome {
-        let mut finished = self.finished.clone();
-        let outcome = async move {
-            match finished.wait_for(Option::is_some).await {
-                Ok(outcome) => outcome.clone().expect("waited for Some"),
-                Err(_) => Outcome { message: "indexing stopped".to_owned(), warning: None },
-            }
-        };
-        let (message_tx, message_rx) = tokio::sync::oneshot::channel();
-        let job = async move {
-            let outcome = outcome.await;
-            let message = outcome.message.clone();
-            let _ = message_tx.send(outcome);
-            message
-        };
-        let message = progress::drive(client, enabled, "copilotd: indexing", self.progress.clone(), job).await;
-        message_rx.await.unwrap_or(Outcome { message, warning: None })
+    /// What reports this folder's indexing.
+    pub fn indexing(&self) -> IndexingWatch {
+        let name = self.folder.file_name().unwrap_or(self.folder.as_os_str()).to_string_lossy();
+        IndexingWatch {
+            title: format!("copilotd: indexing {name}"),
+            finished: self.finished.clone(),
+            progress: self.progress.clone(),
+        }
+    }
+
+    /// The folder as the client named it.
+    pub fn folder(&self) -> &Path {
+        &self.folder
+    }
+
+    /// The folder's indexing state.
+    pub fn state(&self) -> StatusState {
+        self.status.state()
+    }
+
+    /// Files in the store now, or counted so far while indexing.
+    pub fn files(&self) -> usize {
+        match self.status.state() {
+            StatusState::Ready => self.file_count(),
+            _ => self.status.files(),
+        }
     }
 
     pub fn store(&self) -> SharedStore {
@@ -112,6 +131,29 @@ impl WorkspaceLink {
 
     pub fn clear_overlay(&self, path: &Path) {
         self.live.clear_overlay(path);
+    }
+}
+
+impl IndexingWatch {
+    /// Reports indexing to the client (`$/progress` when `enabled`) until it ends, or until
+    /// the folder's index is stopped.
+    pub async fn report(self, client: &Client, enabled: bool) -> Outcome {
+        let mut finished = self.finished;
+        let outcome = async move {
+            match finished.wait_for(Option::is_some).await {
+                Ok(outcome) => outcome.clone().expect("waited for Some"),
+                Err(_) => Outcome { message: "indexing stopped".to_owned(), warning: None },
+            }
+        };
+        let (message_tx, message_rx) = tokio::sync::oneshot::channel();
+        let job = async move {
+            let outcome = outcome.await;
+            let message = outcome.message.clone();
+            let _ = message_tx.send(outcome);
+            message
+        };
+        let message = progress::drive(client, enabled, &self.title, self.progress, job).await;
+        message_rx.await.unwrap_or(Outcome { message, warning: None })
     }
 }
 

@@ -364,10 +364,11 @@ impl Worker {
         if !self.root.is_dir() {
             if !self.root_missing {
                 tracing::warn!(
-                    "workspace {} vanished; serving the last index until it comes back",
+                    "workspace {} vanished; dropped from the index until it comes back",
                     self.root.display()
                 );
                 self.root_missing = true;
+                self.drop_all_files();
             }
         } else {
             let mut buffers = Vec::new();
@@ -387,6 +388,17 @@ impl Worker {
         }
         for done in syncs {
             let _ = done.send(());
+        }
+    }
+
+    /// Empties the store (the folder is gone); its watches went with the directories.
+    fn drop_all_files(&mut self) {
+        self.forget_watches_under(&self.root.clone());
+        self.overlays.clear();
+        let mut store = write(&self.store);
+        let files: Vec<String> = store.files().map(str::to_owned).collect();
+        for path in files {
+            store.remove_file(&path);
         }
     }
 

@@ -302,14 +302,15 @@ fn overlays_replace_and_restore_the_disk_version() {
 }
 
 #[test]
-fn a_deleted_workspace_keeps_serving_and_is_picked_up_again() {
-    let live = start_live(|root| write(root, "a.py", b"def still_served(): pass\n"));
+fn a_deleted_workspace_is_dropped_and_picked_up_again() {
+    let live = start_live(|root| write(root, "a.py", b"def dropped_now(): pass\n"));
     let ws = &live.ws;
     let root = ws.root().to_path_buf();
+    assert!(knows(&ws.store().read().unwrap(), "dropped_no"));
     fs::remove_dir_all(&root).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     ws.sync();
-    assert!(knows(&ws.store().read().unwrap(), "still_serv"));
+    assert_eq!(ws.store().read().unwrap().file_count(), 0);
     assert!(ws.set_overlay(&root.join("a.py"), "x"));
     ws.sync();
 

@@ -65,6 +65,22 @@ local function check_clients()
             tostring(status.indexState)
           )
         )
+        local kernel = tostring(status.device or ''):match('([%w%-_]+) kernel')
+        if kernel then
+          health.ok('kernel: ' .. kernel)
+        else
+          health.info('kernel: unknown until the model is loaded (device ' .. tostring(status.device) .. ')')
+        end
+        local calibration = status.calibration
+        if calibration == 'done' then
+          health.ok('cost calibration: done')
+        elseif calibration == 'disturbed' then
+          health.warn('cost calibration: disturbed by other work on the machine; measured again later')
+        elseif calibration == nil then
+          health.info('cost calibration: not reported by this daemon')
+        else
+          health.info(('cost calibration: %s (completions use a small draft tree until it is done)'):format(calibration))
+        end
       else
         health.warn('copilotd/status did not answer')
       end

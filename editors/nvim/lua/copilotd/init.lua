@@ -119,6 +119,7 @@ function M.attach(bufnr)
   if client_id and not vim.b[bufnr].copilotd_attached then
     vim.b[bufnr].copilotd_attached = true
     watch_buffer(bufnr, config)
+    require('copilotd.statusline').start()
   end
   return client_id
 end
@@ -195,5 +196,29 @@ function M.status(timeout_ms)
   return response.result, nil
 end
 
+--- Statusline text: decode speed and acceptance length over recent completions (`copilotd 41.2 tok/s ×2.10`),
+--- the model's state while it is not ready, '' without a daemon. Cheap: the status is fetched in the background.
+--- @return string
+function M.statusline()
+  return require('copilotd.statusline').text()
+end
+
+--- Asks the daemon to rebuild its workspace index (`copilotd/reindex`).
+--- @return boolean started, string? error
+function M.reindex()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = suggestion.client(bufnr)
+  if not client then
+    return false, 'copilotd is not attached to this buffer'
+  end
+  local response, err = require('copilotd.compat').call(client, 'request_sync', 'copilotd/reindex', nil, 5000, bufnr)
+  if not response then
+    return false, err or 'no answer'
+  end
+  if response.err then
+    return false, response.err.message
+  end
+  return true, nil
+end
 
 return M

@@ -219,10 +219,14 @@ impl StdioClient {
 
     /// `initialize` (with work-done progress support) then `initialized`; returns the result.
     pub fn initialize(&mut self, root: Option<&Path>, options: Value, timeout: Duration) -> Result<Value> {
-        let folders = root.map(|root| {
-            let uri = file_uri(root);
-            json!([{"uri": uri, "name": "workspace"}])
-        });
+        self.initialize_folders(root.as_slice(), options, timeout)
+    }
+
+    /// [`initialize`](Self::initialize) with any number of workspace folders (the first is also
+    /// the `rootUri`).
+    pub fn initialize_folders(&mut self, roots: &[&Path], options: Value, timeout: Duration) -> Result<Value> {
+        let root = roots.first().copied();
+        let folders = (!roots.is_empty()).then(|| roots.iter().map(|root| workspace_folder(root)).collect::<Vec<_>>());
         let result = self.call_ok(
             "initialize",
             json!({
@@ -267,6 +271,12 @@ impl Drop for StdioClient {
         }
         let _ = self.child.wait();
     }
+}
+
+/// A `WorkspaceFolder` for a directory.
+pub fn workspace_folder(root: &Path) -> Value {
+    let name = root.file_name().map_or_else(|| "workspace".into(), |name| name.to_string_lossy());
+    json!({"uri": file_uri(root), "name": name})
 }
 
 /// A `file://` URI for an absolute path (percent-encoding what URIs do not allow).

@@ -230,3 +230,19 @@ fn retrieval_from_the_repository_speeds_up_a_copy() {
     let steps = simulate(&mut d, &file[90..100], &target);
     assert!(steps <= 80 / 5, "{steps} steps");
 }
+
+#[test]
+fn every_workspace_folder_store_is_queried() {
+    let a = repo(&[("a.py", vec![1, 2, 3, 4])]);
+    let b = repo(&[("b.py", vec![6, 2, 3, 5, 6, 2, 3, 5])]);
+    let config = FastCoderConfig { use_common: false, use_cache: false, ..FastCoderConfig::default() };
+    let cache = cache(config.cache.activation);
+    let mut d = FastCoderDrafter::new(config, vec![a, b.clone()], None, cache);
+    let mut tokens: Vec<Vec<u32>> = propose(&mut d, &[9, 2, 3]).into_iter().map(|c| c.tokens).collect();
+    tokens.sort();
+    assert_eq!(tokens, vec![vec![4], vec![5], vec![5, 6, 2, 3, 5]], "both folders answer");
+    // A context only the second folder knows, after it changed: the longer match wins.
+    b.write().unwrap().upsert_file("c.py", vec![8, 2, 3, 7]);
+    let cands = propose(&mut d, &[8, 2, 3]);
+    assert_eq!(cands.iter().map(|c| c.tokens.clone()).collect::<Vec<_>>(), vec![vec![7]]);
+}

@@ -12,6 +12,12 @@ use crate::engine::ModelState;
 pub fn status(backend: &Backend) -> Status {
     let config = backend.config();
     let recent = backend.engine.recent();
+    let workspaces = backend.workspaces();
+    let (index_state, indexed_files) = if workspaces.is_empty() {
+        (backend.index.state(), backend.index.files())
+    } else {
+        (IndexState::combined(workspaces.iter().map(|w| w.state())), workspaces.iter().map(|w| w.files()).sum())
+    };
     let none = || "none".to_owned();
     let (model, model_state, model_error, device) = match backend.engine.model_state() {
         ModelState::Idle => (none(), "idle", None, none()),
@@ -25,13 +31,12 @@ pub fn status(backend: &Backend) -> Status {
         model_error,
         device,
         strategy: config.strategy.to_string(),
-        index_state: backend.index.state(),
-        indexed_files: match (backend.index.state(), backend.workspace()) {
-            (IndexState::Ready, Some(workspace)) => workspace.file_count(),
-            _ => backend.index.files(),
-        },
+        index_state,
+        indexed_files,
+        indexed_folders: workspaces.len(),
         tokens_per_second: recent.tokens_per_second,
         acceptance_length: recent.acceptance_length,
+        calibration: recent.calibration.map_or_else(none, |state| state.name().to_owned()),
         completions: recent.completions,
         generated_tokens: recent.generated_tokens,
         last: recent.last,
@@ -44,18 +49,21 @@ pub fn reindex(backend: &Arc<Backend>) -> Result<Value> {
     if !matches!(backend.engine.model_state(), ModelState::Ready { .. }) {
         return Err(Error::invalid_params("the model is not loaded yet; nothing to index with"));
     }
-    backend.spawn_restart_workspace();
+    backend.spawn_restart_workspaces();
     Ok(serde_json::json!({ "started": true }))
 }
 
-/// Whether the repository datastore holds a workspace file now
-/// (`{"path": "rel/path.py"}` → `{"indexed": bool, "tokens": n}`).
+/// Whether the repository datastore of some workspace folder holds a file now
+/// (`{"path": "rel/path.py"}`, relative to its folder → `{"indexed": bool, "tokens": n}`).
 pub fn indexed_file(backend: &Backend, params: &Value) -> Result<Value> {
     let path = params
         .get("path")
         .and_then(Value::as_str)
         .ok_or_else(|| Error::invalid_params("expected {\"path\": \"relative/path\"}"))?;
-    let workspace = backend.workspace().ok_or_else(|| Error::invalid_params("no workspace folder is open"))?;
-    let tokens = workspace.indexed_tokens(path.trim_start_matches('/'));
+    let workspaces = backend.workspaces();
+    if workspaces.is_empty() {
+        return Err(Error::invalid_params("no workspace folder is open"));
+    }
+    let tokens = workspaces.iter().find_map(|w| w.indexed_tokens(path.trim_start_matches('/')));
     Ok(serde_json::json!({ "indexed": tokens.is_some(), "tokens": tokens.unwrap_or(0) }))
 }

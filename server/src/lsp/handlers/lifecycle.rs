@@ -21,6 +21,9 @@ pub fn initialize(backend: &Backend, params: &InitializeParams) -> InitializeRes
     if roots.is_empty() {
         roots.extend(params.root_uri.as_ref().and_then(folder_path));
     }
+    // The preference cache persists with the first folder's index.
+    let preferences = roots.first().and_then(|root| crate::workspace::paths::workspace_cache_dir(root).ok());
+    backend.engine.set_preferences_file(preferences.map(|dir| dir.join("preferences.cache")));
     *write(&backend.roots) = roots;
     let progress = params.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
     backend.progress_supported.store(progress, Ordering::Relaxed);
@@ -44,7 +47,7 @@ pub fn initialized(backend: &Arc<Backend>) {
     for warning in warnings {
         backend.notify_user(MessageType::WARNING, format!("copilotd settings: {warning}"));
     }
-    if backend.first_root().is_none() {
+    if !backend.has_roots() {
         backend.index.set_state(IndexState::None);
     }
     backend.load_model();
@@ -53,6 +56,7 @@ pub fn initialized(backend: &Arc<Backend>) {
 /// Stops the watcher and saves the repository datastore before `exit`.
 pub async fn shutdown(backend: &Backend) -> Result<()> {
     backend.shut_down.store(true, Ordering::SeqCst);
-    backend.stop_workspace().await;
+    backend.stop_workspaces().await;
+    backend.engine.save_preferences().await;
     Ok(())
 }

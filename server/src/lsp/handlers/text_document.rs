@@ -9,8 +9,8 @@ use super::super::backend::Backend;
 pub fn did_open(backend: &Backend, params: DidOpenTextDocumentParams) {
     let document = params.text_document;
     backend.in_flight.supersede(&document.uri);
-    if let (Some(workspace), Some(path)) = (backend.workspace(), document.uri.to_file_path()) {
-        workspace.set_overlay(&path, &document.text);
+    if let Some(path) = document.uri.to_file_path() {
+        backend.workspaces().iter().for_each(|workspace| workspace.set_overlay(&path, &document.text));
     }
     backend.documents.open(document.uri, document.language_id, document.version, document.text);
 }
@@ -20,8 +20,8 @@ pub fn did_change(backend: &Backend, params: DidChangeTextDocumentParams) {
     backend.in_flight.supersede(&uri);
     match backend.documents.change(&uri, params.text_document.version, &params.content_changes) {
         Ok(snapshot) => {
-            if let (Some(workspace), Some(path)) = (backend.workspace(), uri.to_file_path()) {
-                workspace.set_overlay(&path, &snapshot.text);
+            if let Some(path) = uri.to_file_path() {
+                backend.workspaces().iter().for_each(|workspace| workspace.set_overlay(&path, &snapshot.text));
             }
         }
         Err(err) => backend.notify_user(MessageType::WARNING, format!("copilotd: {err}")),
@@ -32,7 +32,7 @@ pub fn did_close(backend: &Backend, params: DidCloseTextDocumentParams) {
     let uri = params.text_document.uri;
     backend.in_flight.supersede(&uri);
     backend.documents.close(&uri);
-    if let (Some(workspace), Some(path)) = (backend.workspace(), uri.to_file_path()) {
-        workspace.clear_overlay(&path);
+    if let Some(path) = uri.to_file_path() {
+        backend.workspaces().iter().for_each(|workspace| workspace.clear_overlay(&path));
     }
 }

@@ -13,16 +13,17 @@ pub fn folder_path(uri: &Uri) -> Option<PathBuf> {
     uri.to_file_path().map(|path| path.into_owned())
 }
 
-/// Updates the roots; restarts the index when the first root changed.
+/// Updates the roots; removed folders leave the index, added ones are indexed.
 pub fn did_change_folders(backend: &Arc<Backend>, params: DidChangeWorkspaceFoldersParams) {
-    let first_before = backend.first_root();
     {
         let mut roots = write(&backend.roots);
         let removed: Vec<PathBuf> = params.event.removed.iter().filter_map(|folder| folder_path(&folder.uri)).collect();
         roots.retain(|root| !removed.contains(root));
-        roots.extend(params.event.added.iter().filter_map(|folder| folder_path(&folder.uri)));
+        for added in params.event.added.iter().filter_map(|folder| folder_path(&folder.uri)) {
+            if !roots.contains(&added) {
+                roots.push(added);
+            }
+        }
     }
-    if backend.first_root() != first_before {
-        backend.spawn_restart_workspace();
-    }
+    backend.spawn_sync_workspaces();
 }

@@ -88,7 +88,13 @@ impl CompletionService for FakeService {
         async { Ok(()) }.boxed()
     }
 
-    fn set_repository(&self, _: SharedStore) -> BoxFuture<'_, ()> {
+    fn set_repositories(&self, _: Vec<SharedStore>) -> BoxFuture<'_, ()> {
+        async {}.boxed()
+    }
+
+    fn set_preferences_file(&self, _: Option<std::path::PathBuf>) {}
+
+    fn save_preferences(&self) -> BoxFuture<'_, ()> {
         async {}.boxed()
     }
 

@@ -1,0 +1,75 @@
+--- The daemon's speed for a statusline, as VS Code's status bar shows it: decode speed and acceptance length over
+--- recent completions, from `copilotd/status`. The status is fetched in the background (never while the statusline
+--- is drawn) every `REFRESH_MS` while a copilotd client runs.
+local compat = require('copilotd.compat')
+
+local M = {}
+
+local REFRESH_MS = 2000
+
+--- The latest `copilotd/status` answer, or nil.
+--- @type table?
+M.status = nil
+
+local timer = nil
+
+local function number(value)
+  return type(value) == 'number' and value or nil
+end
+
+--- The statusline text for a status: `copilotd 41.2 tok/s ×2.10`, the model's state while it is not ready, or ''.
+--- @param status table?
+--- @return string
+function M.format(status)
+  if type(status) ~= 'table' then
+    return ''
+  end
+  if status.modelState and status.modelState ~= 'ready' then
+    return 'copilotd: model ' .. tostring(status.modelState)
+  end
+  local parts = { 'copilotd' }
+  local speed, acceptance = number(status.tokensPerSecond), number(status.acceptanceLength)
+  if speed then
+    parts[#parts + 1] = ('%.1f tok/s'):format(speed)
+  end
+  if acceptance then
+    parts[#parts + 1] = ('×%.2f'):format(acceptance)
+  end
+  if status.indexState == 'indexing' then
+    parts[#parts + 1] = 'indexing'
+  end
+  return table.concat(parts, ' ')
+end
+
+--- Asks the daemon for its status now; the answer lands in `M.status` and redraws the statuslines.
+function M.refresh()
+  local client = vim.lsp.get_clients({ name = 'copilotd' })[1]
+  if not client then
+    M.status = nil
+    return false
+  end
+  local bufnr = next(client.attached_buffers or {}) or vim.api.nvim_get_current_buf()
+  compat.call(client, 'request', 'copilotd/status', nil, function(err, result)
+    if not err and type(result) == 'table' then
+      M.status = result
+      pcall(vim.cmd.redrawstatus)
+    end
+  end, bufnr)
+  return true
+end
+
+--- Starts the background refresh (once).
+function M.start()
+  if timer then
+    return
+  end
+  timer = compat.uv.new_timer()
+  timer:start(0, REFRESH_MS, vim.schedule_wrap(M.refresh))
+end
+
+--- The text to show: for `statusline=%{%v:lua.require'copilotd'.statusline()%}` or a statusline plugin.
+function M.text()
+  return M.format(M.status)
+end
+
+return M
