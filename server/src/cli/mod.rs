@@ -8,7 +8,7 @@ mod datastore;
 mod index;
 
 use crate::completion::drafting::BudgetSettings;
-use crate::completion::EngineSettings;
+use crate::completion::{sampling, EngineSettings, Sampling};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use copilotd_model::{Kernel, WeightFormat};
@@ -88,6 +88,28 @@ impl EngineArgs {
         };
         settings.prompt.max_tokens = self.prompt_tokens;
         settings
+    }
+}
+
+/// Greedy decoding or lossless sampling, for the commands that complete.
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Sampling temperature; 0 (the default) decodes greedily. Every strategy samples losslessly:
+    /// its output follows the same distribution as plain sampling.
+    #[arg(long, default_value_t = 0.0, value_parser = sampling::parse_temperature)]
+    pub temperature: f32,
+    /// Nucleus sampling: draw among the most likely tokens whose mass reaches P, in (0, 1].
+    #[arg(long, default_value_t = 1.0, value_parser = sampling::parse_top_p)]
+    pub top_p: f32,
+    /// Makes sampling reproducible: the same request with the same seed gives the same text
+    /// (default: fresh randomness per request).
+    #[arg(long, value_parser = sampling::parse_seed)]
+    pub seed: Option<u64>,
+}
+
+impl SamplingArgs {
+    pub fn sampling(&self) -> Sampling {
+        Sampling { temperature: self.temperature, top_p: self.top_p, seed: self.seed }
     }
 }
 

@@ -8,10 +8,12 @@ pub mod drafting;
 pub mod error;
 pub mod model_adapter;
 pub mod prompt;
+pub mod sampling;
 pub mod stop;
 pub mod strategy;
 
 pub use error::CompletionError;
+pub use sampling::Sampling;
 pub use strategy::Strategy;
 
 use crate::model_files;
@@ -80,6 +82,8 @@ pub struct CompletionRequest<'a> {
     pub path: Option<&'a str>,
     pub max_tokens: usize,
     pub strategy: Strategy,
+    /// Greedy (the default) or lossless sampling.
+    pub sampling: Sampling,
 }
 
 /// Statistics of one completion, as printed by `complete --json`.
@@ -259,7 +263,7 @@ impl Completer {
         let options = DecodeOptions {
             max_new_tokens: request.max_tokens.max(1),
             end_tokens: self.info.eos_tokens.clone(),
-            sampling: None,
+            sampling: request.sampling.params_for(&prompt.tokens),
             first_token_among,
         };
         let healed = prompt.healed.clone();

@@ -155,6 +155,7 @@ impl ModelEngine {
                 path: job.path.as_deref(),
                 max_tokens: job.max_tokens,
                 strategy: job.strategy,
+                sampling: job.sampling,
             };
             let result = completer.complete(&request, &cancel);
             (result, completer.recent_stats())
