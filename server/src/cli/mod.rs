@@ -96,14 +96,14 @@ impl EngineArgs {
 pub struct SamplingArgs {
     /// Sampling temperature; 0 (the default) decodes greedily. Every strategy samples losslessly:
     /// its output follows the same distribution as plain sampling.
-    #[arg(long, default_value_t = 0.0, value_parser = sampling::parse_temperature)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = sampling::parse_temperature)]
     pub temperature: f32,
     /// Nucleus sampling: draw among the most likely tokens whose mass reaches P, in (0, 1].
-    #[arg(long, default_value_t = 1.0, value_parser = sampling::parse_top_p)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = sampling::parse_top_p)]
     pub top_p: f32,
     /// Makes sampling reproducible: the same request with the same seed gives the same text
     /// (default: fresh randomness per request).
-    #[arg(long, value_parser = sampling::parse_seed)]
+    #[arg(long, allow_negative_numbers = true, value_parser = sampling::parse_seed)]
     pub seed: Option<u64>,
 }
 
