@@ -101,8 +101,9 @@ pub struct SamplingArgs {
     /// Nucleus sampling: draw among the most likely tokens whose mass reaches P, in (0, 1].
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = sampling::parse_top_p)]
     pub top_p: f32,
-    /// Makes sampling reproducible: the same request with the same seed gives the same text
-    /// (default: fresh randomness per request).
+    /// Seeds each request's draws with its prompt: the same request gives the same text under
+    /// `ar`, and under drafting strategies when the drafts are the same (default: fresh
+    /// randomness per request).
     #[arg(long, allow_negative_numbers = true, value_parser = sampling::parse_seed)]
     pub seed: Option<u64>,
 }

@@ -6,9 +6,14 @@
 //! sampling would (the verification is SPECTRA's Algorithm 4, see `copilotd_draft::verify`).
 //!
 //! The seed works per request: each request's random generator is seeded from the user's seed
-//! and the request's prompt tokens, so one request (same buffer, cursor, model, settings and
-//! strategy) gives the same completion every time, whatever came before it, while different
-//! prompts draw independently. Without a seed every request draws fresh randomness.
+//! and the request's prompt tokens, never from earlier requests, so different prompts draw
+//! independently. Under `ar` one request (same buffer, cursor, model and settings) then gives
+//! the same completion every time. Under a drafting strategy the draws also follow the drafts
+//! (one draw per child tried), and drafts depend on what the drafters learned from earlier
+//! requests and on the measured cost curve: the same seed reproduces the text when the drafts
+//! are the same (e.g. `copilotd complete` on one machine with the same stores), and otherwise
+//! gives a sample of the same distribution. Without a seed every request draws fresh
+//! randomness.
 
 use copilotd_draft::checksum;
 use copilotd_draft::verify::SamplingParams;
@@ -20,7 +25,7 @@ pub struct Sampling {
     pub temperature: f32,
     /// Nucleus: sample among the most likely tokens that reach this mass; 1: all tokens.
     pub top_p: f32,
-    /// Makes each request reproducible; `None`: fresh randomness per request.
+    /// Seeds each request's draws (with its prompt); `None`: fresh randomness per request.
     pub seed: Option<u64>,
 }
 
