@@ -88,6 +88,23 @@ fn unknown_strategy_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown strategy 'magic'"));
 }
 
+#[test]
+fn bad_sampling_values_are_usage_errors() {
+    let cases = [
+        ("--temperature", "-0.5", "temperature must be a number >= 0"),
+        ("--top-p", "0", "top_p must be a number in (0, 1]"),
+        ("--top-p", "1.5", "top_p must be a number in (0, 1]"),
+        ("--seed", "1.5", "seed must be an integer"),
+        ("--seed", "-3", "seed must be an integer"),
+    ];
+    for (flag, value, expected) in cases {
+        let output = copilotd(&["complete", "--file", "x.py", "--line", "1", "--column", "1", flag, value], None);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(expected) && stderr.contains(flag), "{flag} {value}: {stderr}");
+    }
+}
+
 /// A minimal, well-formed GGUF v3 file with no tensors and one metadata
 /// entry naming the architecture.
 fn gguf_with_architecture(architecture: &str) -> Vec<u8> {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::completion::{EngineSettings, Strategy};
+use crate::completion::{sampling, EngineSettings, Sampling, Strategy};
 use crate::paths;
 
 /// Default number of tokens a completion may generate.
@@ -32,6 +32,8 @@ pub struct Config {
     pub languages: Vec<String>,
     /// Extra gitignore-style patterns kept out of the repository datastore.
     pub ignore: Vec<String>,
+    /// `temperature`, `top_p` and `seed`: greedy by default.
+    pub sampling: Sampling,
 }
 
 impl Default for Config {
@@ -43,6 +45,7 @@ impl Default for Config {
             threads: None,
             languages: vec!["python".to_owned()],
             ignore: Vec::new(),
+            sampling: Sampling::GREEDY,
         }
     }
 }
@@ -57,7 +60,8 @@ pub enum Naming {
 }
 
 /// The settings, by their snake_case name.
-const SETTINGS: [&str; 6] = ["model", "strategy", "max_tokens", "threads", "languages", "ignore"];
+const SETTINGS: [&str; 9] =
+    ["model", "strategy", "max_tokens", "threads", "languages", "ignore", "temperature", "top_p", "seed"];
 
 fn spelled(name: &str, naming: Naming) -> String {
     match naming {
@@ -174,6 +178,15 @@ impl Config {
             ("languages", _) => self.languages = strings(value)?,
             ("ignore", Value::Null) => self.ignore = defaults.ignore,
             ("ignore", _) => self.ignore = strings(value)?,
+            ("temperature", Value::Null) => self.sampling.temperature = defaults.sampling.temperature,
+            ("temperature", _) => self.sampling.temperature = sampling::temperature(number(value)?)?,
+            ("top_p", Value::Null) => self.sampling.top_p = defaults.sampling.top_p,
+            ("top_p", _) => self.sampling.top_p = sampling::top_p(number(value)?)?,
+            ("seed", Value::Null) => self.sampling.seed = None,
+            ("seed", _) => {
+                let wrong = || format!("seed must be an integer in 0..={}, got {value}", u64::MAX);
+                self.sampling.seed = Some(value.as_u64().ok_or_else(wrong)?);
+            }
             _ => unreachable!("`{name}` is not in SETTINGS"),
         }
         Ok(())
@@ -193,6 +206,10 @@ impl Config {
 
 fn positive(value: &Value) -> Option<usize> {
     value.as_u64().filter(|&n| n > 0).and_then(|n| usize::try_from(n).ok())
+}
+
+fn number(value: &Value) -> Result<f64, String> {
+    value.as_f64().ok_or_else(|| format!("expected a number, got {value}"))
 }
 
 fn strings(value: &Value) -> Result<Vec<String>, String> {
@@ -264,6 +281,24 @@ mod tests {
         assert_eq!(config.threads, None);
         assert_eq!(config.languages, vec!["python".to_owned()]);
         assert_eq!(config.model, None);
+    }
+
+    #[test]
+    fn sampling_settings_are_checked_one_by_one() {
+        let mut config = Config::default();
+        assert!(config.apply_toml("temperature = 0.8\ntop_p = 0.9\nseed = 7\n").is_empty());
+        assert_eq!(config.sampling, Sampling { temperature: 0.8, top_p: 0.9, seed: Some(7) });
+        let warnings = config.apply(&json!({"temperature": -0.5, "topP": 1.5, "seed": 2.5}), Naming::CamelCase);
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(warnings[0].contains("setting `temperature`: temperature must be a number >= 0"), "{warnings:?}");
+        assert!(warnings[1].contains("setting `topP`: top_p must be a number in (0, 1]"), "{warnings:?}");
+        assert!(warnings[2].contains("setting `seed`: seed must be an integer"), "{warnings:?}");
+        assert!(warnings.iter().all(|w| w.ends_with("keeping the previous value")));
+        assert_eq!(config.sampling, Sampling { temperature: 0.8, top_p: 0.9, seed: Some(7) });
+        let warnings = config.apply(&json!({"topP": 0, "seed": -1, "temperature": "hot"}), Naming::CamelCase);
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(config.apply(&json!({"temperature": 0, "seed": null, "topP": null}), Naming::CamelCase).is_empty());
+        assert_eq!(config.sampling, Sampling::GREEDY);
     }
 
     #[test]

@@ -70,6 +70,9 @@ export interface DaemonSettings {
   threads?: number;
   languages?: string[];
   ignore?: string[];
+  temperature?: number;
+  topP?: number;
+  seed?: number;
 }
 
 export interface TextDocumentItem {

@@ -59,6 +59,14 @@ export function daemonSettings(config: vscode.WorkspaceConfiguration): DaemonSet
   if (ignore.length > 0) {
     settings.ignore = ignore;
   }
+  // Sampling settings are sent as set, even out of range: the daemon checks them, warns, and
+  // keeps the previous value, as for its other settings.
+  for (const name of ['temperature', 'topP', 'seed'] as const) {
+    const value = config.get<unknown>(name);
+    if (typeof value === 'number') {
+      settings[name] = value;
+    }
+  }
   return settings;
 }
 

@@ -89,6 +89,22 @@ test('daemon settings use the daemon names in camelCase and leave defaults to th
   assert.equal(settings.enable, true);
 });
 
+test('sampling settings go to the daemon as set, so that the daemon checks them', () => {
+  assert.deepEqual(daemonSettings(config({ temperature: 0.8, topP: 0.95, seed: 7 })), {
+    temperature: 0.8,
+    topP: 0.95,
+    seed: 7,
+  });
+  // Greedy is a value of its own (it overrides a daemon-side temperature); unset is left out.
+  assert.deepEqual(daemonSettings(config({ temperature: 0, topP: null, seed: null })), { temperature: 0 });
+  // Out of range: sent all the same, for the daemon's warning (it keeps the previous value).
+  assert.deepEqual(daemonSettings(config({ temperature: -1, topP: 2, seed: 1.5 })), {
+    temperature: -1,
+    topP: 2,
+    seed: 1.5,
+  });
+});
+
 test('status text shows model, speed and acceptance length; tooltip has the rest', () => {
   const { text, tooltip } = describeState({
     kind: 'running',

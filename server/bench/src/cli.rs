@@ -10,9 +10,9 @@ use clap::{Args, Subcommand};
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_model::{CpuDescription, Kernel};
-use copilotd_server::cli::{parse, BuildCommonArgs, EngineArgs};
+use copilotd_server::cli::{parse, BuildCommonArgs, EngineArgs, SamplingArgs};
 use copilotd_server::completion::drafting::BudgetSettings;
-use copilotd_server::completion::{self, calibrate, common, Completer, Strategy};
+use copilotd_server::completion::{self, calibrate, common, Completer, Sampling, Strategy};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -113,6 +113,10 @@ pub struct RepoArgs {
     /// Where results.json and results.md go.
     #[arg(long, default_value = "target/bench/repo")]
     out: PathBuf,
+    /// Greedy by default; with a temperature every variant samples (outputs then differ from
+    /// `ar`'s by design: acceptance and speed are reported, identity is not).
+    #[command(flatten)]
+    sampling: SamplingArgs,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -298,6 +302,7 @@ fn repo(args: &RepoArgs) -> Result<()> {
         packages: &packages,
         tasks_per_package: args.tasks,
         max_tokens: args.max_tokens,
+        sampling: args.sampling.sampling(),
         variants,
         common,
         cache: &copilotd_server::paths::cache_dir().join("bench"),
@@ -312,7 +317,7 @@ fn repo(args: &RepoArgs) -> Result<()> {
             run.stats.new_tokens,
             run.stats.ms_per_token,
             run.stats.acceptance_length,
-            if run.identical { "" } else { "  MISMATCH" }
+            if run.identical == Some(false) { "  MISMATCH" } else { "" }
         )
     };
     let runs = repo::run(&bench, &mut completer, &mut log)?;
@@ -326,7 +331,7 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let cpu = CpuDescription::of_this_machine();
     let budget = &settings.budget;
     let header = format!(
-        "Repository benchmark: model {} ({}, {}, {} threads), {} tasks/package, up to {} tokens, greedy; \
+        "Repository benchmark: model {} ({}, {}, {} threads), {} tasks/package, up to {} tokens, {}; \
          draft budget {} nodes, depth {}{}.\n{}.\n\n{store_sizes}",
         info.name,
         info.weights,
@@ -334,6 +339,7 @@ fn repo(args: &RepoArgs) -> Result<()> {
         info.threads,
         args.tasks,
         args.max_tokens,
+        decoding(&args.sampling.sampling()),
         budget.max_nodes,
         budget.max_depth,
         if budget.cost_aware { ", cost-aware" } else { ", fixed" },
@@ -344,6 +350,7 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let json = json!({
         "model": info.name, "weights": info.weights, "device": info.device, "threads": info.threads,
         "machine": machine_json(&cpu, info.kernel), "tasks_per_package": args.tasks, "max_tokens": args.max_tokens,
+        "sampling": sampling_json(&args.sampling.sampling()),
         "draft_budget": {"max_nodes": budget.max_nodes, "max_depth": budget.max_depth, "cost_aware": budget.cost_aware},
         "summaries": summaries, "runs": runs,
     });
@@ -351,6 +358,19 @@ fn repo(args: &RepoArgs) -> Result<()> {
     print!("{header}{table}");
     println!("written to {}", args.out.display());
     Ok(())
+}
+
+/// How the benchmark decodes, for its header.
+fn decoding(sampling: &Sampling) -> String {
+    if sampling.is_greedy() {
+        return "greedy".to_string();
+    }
+    let seed = sampling.seed.map_or("unseeded".to_string(), |seed| format!("seed {seed}"));
+    format!("sampling at temperature {}, top-p {}, {seed}", sampling.temperature, sampling.top_p)
+}
+
+fn sampling_json(sampling: &Sampling) -> serde_json::Value {
+    json!({"temperature": sampling.temperature, "top_p": sampling.top_p, "seed": sampling.seed})
 }
 
 fn lsp(args: LspArgs) -> Result<()> {

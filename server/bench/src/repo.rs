@@ -9,7 +9,7 @@ use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_server::completion::drafting::{BudgetSettings, DraftSources};
-use copilotd_server::completion::{Completer, CompletionRequest, CompletionStats, Strategy};
+use copilotd_server::completion::{Completer, CompletionRequest, CompletionStats, Sampling, Strategy};
 use copilotd_server::workspace::{index_workspace, WalkConfig};
 use serde::Serialize;
 use std::path::Path;
@@ -39,8 +39,9 @@ pub struct TaskRun {
     pub file: String,
     pub function: String,
     pub variant: String,
-    /// Output token-for-token equal to `ar`'s.
-    pub identical: bool,
+    /// Output token-for-token equal to `ar`'s; `None` when sampling, where outputs differ
+    /// by design (only their distribution is the same).
+    pub identical: Option<bool>,
     pub stats: CompletionStats,
 }
 
@@ -49,6 +50,8 @@ pub struct RepoBench<'a> {
     pub packages: &'a [Package],
     pub tasks_per_package: usize,
     pub max_tokens: usize,
+    /// Greedy, or sampling for every variant alike.
+    pub sampling: Sampling,
     pub variants: Vec<Variant>,
     /// The compact common store, for the variants that bring none of their own.
     pub common: Option<Arc<CommonStore>>,
@@ -86,14 +89,14 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
             let original = with_cut_file(&store, task, &tokenize)?;
             let mut reference: Option<Vec<u32>> = None;
             for (variant, sources) in bench.variants.iter().zip(sources.iter_mut()) {
-                let completion = run_one(completer, sources, task, variant.strategy, bench.max_tokens)?;
+                let completion = run_one(completer, sources, task, variant.strategy, bench)?;
                 let reference_tokens = reference.get_or_insert_with(|| completion.tokens.clone());
                 let run = TaskRun {
                     package: package.label(),
                     file: task.file.clone(),
                     function: task.function.clone(),
                     variant: variant.label.clone(),
-                    identical: &completion.tokens == reference_tokens,
+                    identical: bench.sampling.is_greedy().then(|| &completion.tokens == reference_tokens),
                     stats: completion.stats,
                 };
                 log(&run);
@@ -122,10 +125,16 @@ fn run_one(
     sources: &mut DraftSources,
     task: &Task,
     strategy: Strategy,
-    max_tokens: usize,
+    bench: &RepoBench,
 ) -> Result<copilotd_server::completion::Completion> {
-    let request =
-        CompletionRequest { text: &task.cut_text, cursor: task.cursor, path: Some(&task.file), max_tokens, strategy };
+    let request = CompletionRequest {
+        text: &task.cut_text,
+        cursor: task.cursor,
+        path: Some(&task.file),
+        max_tokens: bench.max_tokens,
+        strategy,
+        sampling: bench.sampling,
+    };
     let result = completer.complete_with(sources, &request, &CancelToken::new());
     result.with_context(|| format!("{} failed on {}::{}", strategy, task.file, task.function))
 }

@@ -19,8 +19,8 @@ pub struct Summary {
     pub speedup: f64,
     /// Median over tasks of the per-task speedup.
     pub median_task_speedup: f64,
-    /// Share of tasks whose output equals `ar`'s token for token.
-    pub identity_rate: f64,
+    /// Share of tasks whose output equals `ar`'s token for token; `None` when sampling.
+    pub identity_rate: Option<f64>,
     /// Drafting time over decode time.
     pub draft_share: f64,
 }
@@ -64,12 +64,18 @@ pub fn summarize(runs: &[TaskRun], variants: &[String]) -> Vec<Summary> {
                 acceptance_length: ratio(new_tokens as f64, steps as f64),
                 speedup: ratio(ar_ms, ms),
                 median_task_speedup: task_speedups.get(task_speedups.len() / 2).copied().unwrap_or(0.0),
-                identity_rate: ratio(selected.iter().filter(|r| r.identical).count() as f64, selected.len() as f64),
+                identity_rate: identity_rate(&selected),
                 draft_share: ratio(draft, decode),
             });
         }
     }
     summaries
+}
+
+/// The share of identical outputs, if every run was compared with `ar`.
+fn identity_rate(runs: &[&TaskRun]) -> Option<f64> {
+    let identical: Option<Vec<bool>> = runs.iter().map(|r| r.identical).collect();
+    identical.map(|all| ratio(all.iter().filter(|&&same| same).count() as f64, all.len() as f64))
 }
 
 fn ms_per_token(runs: &[&TaskRun]) -> f64 {
@@ -93,7 +99,7 @@ pub fn markdown(summaries: &[Summary]) -> String {
     );
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {:.1} | {:.2} | {:.2}x | {:.2}x | {:.0}% | {:.1}% |\n",
+            "| {} | {} | {} | {} | {:.1} | {:.2} | {:.2}x | {:.2}x | {} | {:.1}% |\n",
             s.package,
             s.variant,
             s.tasks,
@@ -102,7 +108,7 @@ pub fn markdown(summaries: &[Summary]) -> String {
             s.acceptance_length,
             s.speedup,
             s.median_task_speedup,
-            s.identity_rate * 100.0,
+            s.identity_rate.map_or("n/a".to_string(), |rate| format!("{:.0}%", rate * 100.0)),
             s.draft_share * 100.0
         ));
     }

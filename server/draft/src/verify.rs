@@ -71,23 +71,39 @@ pub fn distribution(logits: &[f32], params: &SamplingParams) -> Vec<f32> {
     let mut probs: Vec<f32> = logits.iter().map(|&l| ((l - max) / params.temperature).exp()).collect();
     normalize(&mut probs);
     if params.top_p < 1.0 {
-        let mut order: Vec<usize> = (0..probs.len()).collect();
-        order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
-        let mut mass = 0.0;
-        let mut keep = order.len();
-        for (rank, &token) in order.iter().enumerate() {
-            mass += probs[token];
-            if mass >= params.top_p {
-                keep = rank + 1;
-                break;
-            }
-        }
-        for &token in &order[keep..] {
-            probs[token] = 0.0;
-        }
+        keep_nucleus(&mut probs, params.top_p);
         normalize(&mut probs);
     }
     probs
+}
+
+/// Zeroes every token outside the nucleus: the most likely tokens (ties: the lower id first)
+/// whose summed mass first reaches `top_p`. Only as many tokens as the nucleus needs are sorted
+/// (a few dozen of a vocabulary of tens of thousands, usually), with the same result as sorting
+/// them all.
+fn keep_nucleus(probs: &mut [f32], top_p: f32) {
+    let by_probability = |a: &usize, b: &usize| probs[*b].total_cmp(&probs[*a]).then(a.cmp(b));
+    let mut order: Vec<usize> = (0..probs.len()).collect();
+    let mut head = order.len().min(64);
+    let keep = loop {
+        if head < order.len() {
+            order.select_nth_unstable_by(head - 1, by_probability);
+        }
+        order[..head].sort_by(by_probability);
+        let mut mass = 0.0;
+        let reached = order[..head].iter().position(|&token| {
+            mass += probs[token];
+            mass >= top_p
+        });
+        match reached {
+            Some(rank) => break rank + 1,
+            None if head == order.len() => break head,
+            None => head = order.len().min(head * 4),
+        }
+    };
+    for &token in &order[keep..] {
+        probs[token] = 0.0;
+    }
 }
 
 fn normalize(probs: &mut [f32]) {
@@ -99,12 +115,12 @@ fn normalize(probs: &mut [f32]) {
 
 /// Draws a token from a normalised distribution.
 pub fn sample(probs: &[f32], rng: &mut impl Rng) -> u32 {
-    let target: f32 = rng.random::<f32>();
+    let target = rng.random::<f64>();
     let mut mass = 0.0;
     let mut last_nonzero = 0;
     for (token, &p) in probs.iter().enumerate() {
         if p > 0.0 {
-            mass += p;
+            mass += f64::from(p);
             last_nonzero = token;
             if target < mass {
                 return token as u32;
@@ -120,6 +136,13 @@ pub fn sample(probs: &[f32], rng: &mut impl Rng) -> u32 {
 /// rejection set p(x) = 0 and renormalise. If every child is rejected, the
 /// bonus token is drawn from what remains. The accepted tokens are therefore
 /// distributed exactly as sampling from p step by step.
+///
+/// Every drafter of this crate is deterministic (a draft is a point mass, not a
+/// distribution), so this one rule serves every strategy, whatever the tree's
+/// shape: a child token x_i is chosen with probability
+/// (1 - p(x_1) - … - p(x_{i-1})) · p(x_i) / (1 - p(x_1) - … - p(x_{i-1})) = p(x_i),
+/// and a token no child carries with its own p(y). The children of a node carry
+/// distinct tokens (the tree is a trie).
 pub fn verify_sampling(
     tree: &DraftTree,
     logits: &[f32],
@@ -133,7 +156,7 @@ pub fn verify_sampling(
         let mut probs = distribution(node_logits(logits, vocab, node), params);
         for child in tree.children(node).collect::<Vec<_>>() {
             let token = tree.tokens[child] as usize;
-            if rng.random::<f32>() < probs[token] {
+            if rng.random::<f64>() < f64::from(probs[token]) {
                 path.push(child);
                 node = child;
                 continue 'descend;
@@ -206,6 +229,31 @@ mod tests {
         let probs = distribution(&logits, &params);
         assert!((probs[0] - 0.6).abs() < 1e-6 && (probs[1] - 0.4).abs() < 1e-6);
         assert_eq!(&probs[2..], &[0.0, 0.0]);
+    }
+
+    /// The nucleus found by sorting only the head of the vocabulary is the one a full sort finds.
+    #[test]
+    fn partial_nucleus_equals_the_fully_sorted_one() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for (vocab, spread) in [(5000, 8.0f32), (5000, 0.5), (300, 3.0), (10, 1.0)] {
+            let logits: Vec<f32> = (0..vocab).map(|_| rng.random::<f32>() * spread).collect();
+            for top_p in [0.05f32, 0.5, 0.9, 0.99, 0.999_999] {
+                let params = SamplingParams { temperature: 1.0, top_p, seed: 0 };
+                let mut expected = distribution(&logits, &SamplingParams { top_p: 1.0, ..params });
+                let mut order: Vec<usize> = (0..vocab).collect();
+                order.sort_by(|&a, &b| expected[b].total_cmp(&expected[a]).then(a.cmp(&b)));
+                let mut mass = 0.0;
+                let keep = order.iter().position(|&t| {
+                    mass += expected[t];
+                    mass >= top_p
+                });
+                for &token in &order[keep.map_or(vocab, |rank| rank + 1)..] {
+                    expected[token] = 0.0;
+                }
+                normalize(&mut expected);
+                assert_eq!(distribution(&logits, &params), expected, "vocab {vocab}, spread {spread}, top_p {top_p}");
+            }
+        }
     }
 
     /// The first produced token must follow the model's distribution whatever

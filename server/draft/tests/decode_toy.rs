@@ -2,74 +2,16 @@
 //! the last three tokens: speculative output must equal plain decoding
 //! whatever the drafts, and the KV bookkeeping must stay exact.
 
-use anyhow::Result;
 use copilotd_draft::budget::FixedBudget;
 use copilotd_draft::cancel::{CancelToken, Cancelled};
-use copilotd_draft::decode::{DecodeError, DecodeHooks, DecodeOptions, Session, StopReason, TreeModel};
+use copilotd_draft::decode::{DecodeError, DecodeHooks, DecodeOptions, Session, StopReason};
 use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::verify::SamplingParams;
 
-const VOCAB: usize = 12;
+mod toy;
 
-#[derive(Default)]
-struct ToyModel {
-    cache: Vec<u32>,
-    tree: Vec<Vec<u32>>,
-    forwards: usize,
-}
-
-fn toy_logits(sequence: &[u32]) -> Vec<f32> {
-    let tail: Vec<u32> = sequence.iter().rev().take(3).copied().collect();
-    (0..VOCAB as u32)
-        .map(|t| {
-            let mut h: u64 = 1469598103934665603;
-            for &x in tail.iter().chain(std::iter::once(&t)) {
-                h = (h ^ x as u64).wrapping_mul(1099511628211);
-            }
-            (h % 1000) as f32 / 100.0
-        })
-        .collect()
-}
-
-impl TreeModel for ToyModel {
-    fn vocab_size(&self) -> usize {
-        VOCAB
-    }
-    fn cache_len(&self) -> usize {
-        self.cache.len()
-    }
-    fn truncate(&mut self, len: usize) {
-        self.cache.truncate(len);
-    }
-    fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        self.cache.extend_from_slice(tokens);
-        Ok(toy_logits(&self.cache))
-    }
-    fn forward_tree(&mut self, tokens: &[u32], parents: &[Option<usize>]) -> Result<Vec<f32>> {
-        self.forwards += 1;
-        self.tree.clear();
-        let mut logits = Vec::new();
-        for (i, &token) in tokens.iter().enumerate() {
-            let mut path = match parents[i] {
-                Some(p) => self.tree[p].clone(),
-                None => Vec::new(),
-            };
-            path.push(token);
-            let mut sequence = self.cache.clone();
-            sequence.extend_from_slice(&path);
-            logits.extend(toy_logits(&sequence));
-            self.tree.push(path);
-        }
-        Ok(logits)
-    }
-    fn keep_path(&mut self, path: &[usize]) -> Result<()> {
-        let deepest = &self.tree[*path.last().unwrap()];
-        assert_eq!(deepest.len(), path.len(), "kept path must be a root-to-node chain");
-        self.cache.extend_from_slice(deepest);
-        Ok(())
-    }
-}
+use toy::{ToyModel, VOCAB};
 
 /// Knows the true continuation; proposes it with some wrong branches mixed in.
 struct Oracle {

@@ -1,7 +1,7 @@
 //! `copilotd complete`: one completion at a cursor, for scripts and
 //! benchmarks.
 
-use super::{parse, EngineArgs};
+use super::{parse, EngineArgs, SamplingArgs};
 use crate::completion::{Completer, CompletionRequest, Strategy};
 use crate::config::Config;
 use crate::text_position;
@@ -38,6 +38,8 @@ pub struct CompleteArgs {
     /// Print one JSON object on the last line of stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    sampling: SamplingArgs,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -79,6 +81,7 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
         path: Some(&relative),
         max_tokens: args.max_tokens,
         strategy: args.strategy,
+        sampling: args.sampling.sampling(),
     };
     let completion = completer.complete(&request, &CancelToken::new()).context("completion failed")?;
     if args.json {

@@ -8,7 +8,7 @@ mod datastore;
 mod index;
 
 use crate::completion::drafting::BudgetSettings;
-use crate::completion::EngineSettings;
+use crate::completion::{sampling, EngineSettings, Sampling};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use copilotd_model::{Kernel, WeightFormat};
@@ -88,6 +88,29 @@ impl EngineArgs {
         };
         settings.prompt.max_tokens = self.prompt_tokens;
         settings
+    }
+}
+
+/// Greedy decoding or lossless sampling, for the commands that complete.
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Sampling temperature; 0 (the default) decodes greedily. Every strategy samples losslessly:
+    /// its output follows the same distribution as plain sampling.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = sampling::parse_temperature)]
+    pub temperature: f32,
+    /// Nucleus sampling: draw among the most likely tokens whose mass reaches P, in (0, 1].
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = sampling::parse_top_p)]
+    pub top_p: f32,
+    /// Seeds each request's draws with its prompt: the same request gives the same text under
+    /// `ar`, and under drafting strategies when the drafts are the same (default: fresh
+    /// randomness per request).
+    #[arg(long, allow_negative_numbers = true, value_parser = sampling::parse_seed)]
+    pub seed: Option<u64>,
+}
+
+impl SamplingArgs {
+    pub fn sampling(&self) -> Sampling {
+        Sampling { temperature: self.temperature, top_p: self.top_p, seed: self.seed }
     }
 }
 

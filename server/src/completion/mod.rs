@@ -8,11 +8,13 @@ pub mod drafting;
 pub mod error;
 pub mod model_adapter;
 pub mod prompt;
+pub mod sampling;
 pub mod stop;
 pub mod strategy;
 
 pub use calibrate::Calibration;
 pub use error::CompletionError;
+pub use sampling::Sampling;
 pub use strategy::Strategy;
 
 use crate::model_files;
@@ -82,6 +84,8 @@ pub struct CompletionRequest<'a> {
     pub path: Option<&'a str>,
     pub max_tokens: usize,
     pub strategy: Strategy,
+    /// Greedy (the default) or lossless sampling.
+    pub sampling: Sampling,
 }
 
 /// Statistics of one completion, as printed by `complete --json`.
@@ -320,7 +324,7 @@ impl Completer {
         let options = DecodeOptions {
             max_new_tokens: request.max_tokens.max(1),
             end_tokens: self.info.eos_tokens.clone(),
-            sampling: None,
+            sampling: request.sampling.params_for(&prompt.tokens),
             first_token_among,
         };
         let healed = prompt.healed.clone();

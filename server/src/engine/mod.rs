@@ -19,7 +19,7 @@ use copilotd_draft::cancel::{CancelToken, Cancelled};
 use copilotd_model::Tokenizer;
 use futures::future::BoxFuture;
 
-use crate::completion::{Completion, CompletionError, EngineSettings, Strategy};
+use crate::completion::{Completion, CompletionError, EngineSettings, Sampling, Strategy};
 use crate::workspace::SharedStore;
 
 /// One completion to run, owning its inputs.
@@ -32,6 +32,7 @@ pub struct Job {
     pub path: Option<String>,
     pub max_tokens: usize,
     pub strategy: Strategy,
+    pub sampling: Sampling,
 }
 
 /// Where the model is.

@@ -191,6 +191,7 @@ impl ModelEngine {
                 path: job.path.as_deref(),
                 max_tokens: job.max_tokens,
                 strategy: job.strategy,
+                sampling: job.sampling,
             };
             let result = completer.complete(&request, &cancel);
             if let Some(path) = save_preferences {

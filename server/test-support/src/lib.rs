@@ -1,7 +1,10 @@
-//! What copilotd's tests share: where the real default model is.
+//! What copilotd's tests share: where the real default model is, and the chi-square tests
+//! of the sampling tests ([`chi_square`]).
 //!
 //! A test that needs the real model fails without it, naming the command that fetches it: a
 //! run without the model must not pass having run nothing. (CI fetches it before the tests.)
+
+pub mod chi_square;
 
 use std::path::PathBuf;
 

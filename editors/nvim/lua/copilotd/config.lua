@@ -17,6 +17,9 @@ local M = {}
 --- @field model string?            Daemon `model` (nil: the daemon's default).
 --- @field threads integer?         Daemon `threads` (nil: the daemon's default).
 --- @field ignore string[]?         Daemon `ignore` patterns.
+--- @field temperature number?      Daemon `temperature` (0: greedy; nil: the daemon's default, greedy).
+--- @field top_p number?            Daemon `topP`, in (0, 1] (nil: the daemon's default, 1).
+--- @field seed integer?            Daemon `seed` (nil: fresh randomness per request).
 --- @field debounce_ms integer      Quiet time after typing before a request is sent.
 --- @field auto_trigger boolean     Request while typing (false: only on the request key or `request()`).
 --- @field hl_group string          Highlight group of the ghost text.
@@ -32,6 +35,9 @@ M.defaults = {
   model = nil,
   threads = nil,
   ignore = nil,
+  temperature = nil,
+  top_p = nil,
+  seed = nil,
   debounce_ms = 75,
   auto_trigger = true,
   hl_group = 'CopilotdSuggestion',
@@ -70,6 +76,10 @@ function M.resolve(opts)
   check('model', is('model', 'string', true), 'a string or nil')
   check('threads', is('threads', 'number', true), 'a number or nil')
   check('ignore', is('ignore', 'table', true), 'a list or nil')
+  -- Ranges are the daemon's to check: it warns and keeps the previous value.
+  check('temperature', is('temperature', 'number', true), 'a number or nil')
+  check('top_p', is('top_p', 'number', true), 'a number or nil')
+  check('seed', is('seed', 'number', true), 'a number or nil')
   check('debounce_ms', is('debounce_ms', 'number') and config.debounce_ms >= 0, 'a number >= 0')
   check('auto_trigger', is('auto_trigger', 'boolean'), 'a boolean')
   check('hl_group', is('hl_group', 'string'), 'a string')
@@ -89,6 +99,9 @@ function M.daemon_settings(config)
     threads = config.threads,
     languages = config.filetypes,
     ignore = config.ignore,
+    temperature = config.temperature,
+    topP = config.top_p,
+    seed = config.seed,
   }
 end
 

@@ -26,6 +26,7 @@ pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result
         path: backend.relative_path(&uri),
         max_tokens: config.max_tokens,
         strategy: config.strategy,
+        sampling: config.sampling,
     };
     let completion = backend.engine.complete(job, ticket.token().clone()).await.map_err(service_error)?;
     drop(ticket);

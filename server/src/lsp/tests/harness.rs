@@ -94,6 +94,25 @@ impl Editor {
         .unwrap_or_else(|_| panic!("no answer to request {id} within {TIMEOUT:?}"))
     }
 
+    /// The params of the next notification `method` from the server.
+    pub async fn notification(&mut self, method: &str) -> Value {
+        let is_it = |m: &Value| m.get("method").and_then(Value::as_str) == Some(method) && m.get("id").is_none();
+        if let Some(index) = self.unread.iter().position(is_it) {
+            return self.unread.remove(index).unwrap()["params"].take();
+        }
+        tokio::time::timeout(TIMEOUT, async {
+            loop {
+                let mut message = self.read().await;
+                if is_it(&message) {
+                    return message["params"].take();
+                }
+                self.unread.push_back(message);
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no {method} within {TIMEOUT:?}"))
+    }
+
     pub async fn response(&mut self, id: i64) -> Value {
         self.response_to(json!(id)).await
     }

@@ -1,0 +1,67 @@
+//! A toy model for the decode loop's tests: its next-token logits are a hash of the last three
+//! tokens, so every probability is known exactly, and its tree passes give each node the logits
+//! of a plain pass along its branch.
+
+use anyhow::Result;
+use copilotd_draft::decode::TreeModel;
+
+pub const VOCAB: usize = 12;
+
+#[derive(Default)]
+pub struct ToyModel {
+    cache: Vec<u32>,
+    tree: Vec<Vec<u32>>,
+    forwards: usize,
+}
+
+pub fn toy_logits(sequence: &[u32]) -> Vec<f32> {
+    let tail: Vec<u32> = sequence.iter().rev().take(3).copied().collect();
+    (0..VOCAB as u32)
+        .map(|t| {
+            let mut h: u64 = 1469598103934665603;
+            for &x in tail.iter().chain(std::iter::once(&t)) {
+                h = (h ^ x as u64).wrapping_mul(1099511628211);
+            }
+            (h % 1000) as f32 / 100.0
+        })
+        .collect()
+}
+
+impl TreeModel for ToyModel {
+    fn vocab_size(&self) -> usize {
+        VOCAB
+    }
+    fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+    fn truncate(&mut self, len: usize) {
+        self.cache.truncate(len);
+    }
+    fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.cache.extend_from_slice(tokens);
+        Ok(toy_logits(&self.cache))
+    }
+    fn forward_tree(&mut self, tokens: &[u32], parents: &[Option<usize>]) -> Result<Vec<f32>> {
+        self.forwards += 1;
+        self.tree.clear();
+        let mut logits = Vec::new();
+        for (i, &token) in tokens.iter().enumerate() {
+            let mut path = match parents[i] {
+                Some(p) => self.tree[p].clone(),
+                None => Vec::new(),
+            };
+            path.push(token);
+            let mut sequence = self.cache.clone();
+            sequence.extend_from_slice(&path);
+            logits.extend(toy_logits(&sequence));
+            self.tree.push(path);
+        }
+        Ok(logits)
+    }
+    fn keep_path(&mut self, path: &[usize]) -> Result<()> {
+        let deepest = &self.tree[*path.last().unwrap()];
+        assert_eq!(deepest.len(), path.len(), "kept path must be a root-to-node chain");
+        self.cache.extend_from_slice(deepest);
+        Ok(())
+    }
+}
