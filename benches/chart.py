@@ -94,6 +94,11 @@ def chart(path):
     accept.set_xticks(range(len(packages)), labels, fontsize=9)
 
     speed.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    save_beside(fig, path)
+
+
+def save_beside(fig, path):
+    """Writes the figure as results.png next to the run's results.json."""
     fig.tight_layout()
     out = Path(path).with_name("results.png")
     fig.savefig(out, dpi=110)

@@ -20,6 +20,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+from chart import save_beside  # noqa: E402  (benches/chart.py, beside this file)
 
 PANELS = [
     # (fields, axis label, value format)
@@ -58,10 +59,7 @@ def chart(path):
         f"{data.get('max_chars', '?')} characters per body, maxTokens {data.get('max_tokens', '?')}\n{cpu}",
         fontsize=10,
     )
-    fig.tight_layout()
-    out = Path(path).with_name("results.png")
-    fig.savefig(out, dpi=110)
-    print(f"written to {out}")
+    save_beside(fig, path)
 
 
 if __name__ == "__main__":
