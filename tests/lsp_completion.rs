@@ -46,6 +46,9 @@ fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
     let client = &mut harness.client;
     let uri = uri(&workspace.path().join("inventory.py"));
     open(client, &uri, &text);
+    // Calibrating takes the model's cache: done first, so that prompt reuse shows below.
+    wait_model(client);
+    wait_calibrated(client);
 
     // 1. The buffer as on disk: the same text as the CLI.
     let started = Instant::now();
@@ -148,12 +151,12 @@ fn the_preference_cache_survives_a_restart_and_a_damaged_one_is_rebuilt() {
     let model = model_path();
     let _serial = serial();
     let workspace = tempfile::tempdir().unwrap();
-    let text = inventory();
-    std::fs::write(workspace.path().join("inventory.py"), &text).unwrap();
-    let uri = uri(&workspace.path().join("inventory.py"));
-    let mut harness = start(Some(workspace.path()), options(&model, 16));
-    open(&mut harness.client, &uri, &text);
-    assert!(!complete(&mut harness.client, &uri, 28, 8).is_empty());
+    // A buffer continued at length: its output fills whole chunks of the cache (20 tokens).
+    std::fs::write(workspace.path().join("numbers.py"), ENDLESS).unwrap();
+    let uri = uri(&workspace.path().join("numbers.py"));
+    let mut harness = start(Some(workspace.path()), options(&model, 48));
+    open(&mut harness.client, &uri, ENDLESS);
+    assert!(!complete(&mut harness.client, &uri, 11, 5).is_empty());
     assert!(harness.client.shutdown(QUICK).unwrap());
     let path = preferences_file(harness.home.path());
     let saved = std::fs::read(&path).expect("the cache is saved at shutdown");
@@ -163,9 +166,9 @@ fn the_preference_cache_survives_a_restart_and_a_damaged_one_is_rebuilt() {
     let mut damaged = saved.clone();
     *damaged.last_mut().unwrap() ^= 0xFF;
     std::fs::write(&path, &damaged).unwrap();
-    let mut harness = restart(harness.home, Some(workspace.path()), options(&model, 16));
-    open(&mut harness.client, &uri, &text);
-    assert!(!complete(&mut harness.client, &uri, 28, 8).is_empty());
+    let mut harness = restart(harness.home, Some(workspace.path()), options(&model, 48));
+    open(&mut harness.client, &uri, ENDLESS);
+    assert!(!complete(&mut harness.client, &uri, 11, 5).is_empty());
     assert!(harness.client.shutdown(QUICK).unwrap());
     let rewritten = std::fs::read(&path).unwrap();
     assert!(rewritten.starts_with(b"CPDPREF\0") && rewritten != damaged);
@@ -186,15 +189,18 @@ fn cancelled_and_superseded_requests_stop_promptly() {
     let full_tokens = 64;
     let mut harness = start(None, options(&model, full_tokens));
     let client = &mut harness.client;
-    let (a, b) = ("file:///tmp/copilotd-cancel/a.py", "file:///tmp/copilotd-cancel/b.py");
-    open(client, a, ENDLESS);
-    open(client, b, ENDLESS);
+    let (a, b, c) =
+        ("file:///tmp/copilotd-cancel/a.py", "file:///tmp/copilotd-cancel/b.py", "file:///tmp/copilotd-cancel/c.py");
+    for document in [a, b, c] {
+        open(client, document, ENDLESS);
+    }
     let end = (11, 5);
 
-    // A full generation, for reference (its prompt is then cached).
+    // A full generation, for reference, on `b` after `a`: the same buffer, so its prompt is
+    // cached, but another document, so it is not answered from `a`'s suggestion.
     complete(client, a, end.0, end.1);
     let started = Instant::now();
-    complete(client, a, end.0, end.1);
+    complete(client, b, end.0, end.1);
     let full = started.elapsed();
     let stats = last_stats(client);
     assert_eq!(stats["new_tokens"], full_tokens, "premise: the buffer is continued to the limit: {stats}");
@@ -210,7 +216,7 @@ fn cancelled_and_superseded_requests_stop_promptly() {
     let answered = cancelled_at.elapsed();
     assert_eq!(error_code(&response), Some(-32800), "{response}");
     set_max_tokens(client, 1);
-    complete(client, b, end.0, end.1);
+    complete(client, a, end.0, end.1);
     let freed = cancelled_at.elapsed();
     eprintln!(
         "full {full_tokens}-token generation {full:?}; cancel answered in {answered:?}; next request answered {freed:?} after the cancel"
@@ -220,8 +226,8 @@ fn cancelled_and_superseded_requests_stop_promptly() {
 
     // A newer request for the same document supersedes the older one.
     set_max_tokens(client, 8);
-    let older = request_completion(client, a, end.0, end.1);
-    let newer = request_completion(client, a, end.0, end.1);
+    let older = request_completion(client, b, end.0, end.1);
+    let newer = request_completion(client, b, end.0, end.1);
     let response = client.response(older, SLOW).unwrap();
     assert_eq!(error_code(&response), Some(-32800), "{response}");
     assert!(response["error"]["message"].as_str().unwrap().contains("superseded"), "{response}");
@@ -233,7 +239,7 @@ fn cancelled_and_superseded_requests_stop_promptly() {
     let response = client.response(id, SLOW).unwrap();
     assert_eq!(error_code(&response), Some(-32801), "{response}");
     // ... but not a request for another document.
-    let other = request_completion(client, b, end.0, end.1);
+    let other = request_completion(client, c, end.0, end.1);
     change(client, a, 3, (11, 6), (11, 6), "l");
     assert!(!completion_text(&client.response(other, SLOW).unwrap()).is_empty());
     assert!(harness.client.is_alive());
@@ -281,7 +287,11 @@ fn calibration_runs_in_the_background_never_in_a_request() {
     assert!(["pending", "measuring"].contains(&calibration.as_str()), "{calibration}");
 
     // Requests keep coming: each is answered (with a small fixed tree) while calibration waits.
-    for _ in 0..3 {
+    // A line added at the end each time, so that each is decoded (not answered from the
+    // previous suggestion).
+    let last_line = text.split('\n').count() as u32 - 1;
+    for i in 0..3 {
+        change(client, &uri, 2 + i as i32, (last_line + i, 0), (last_line + i, 0), "\n");
         assert!(!complete(client, &uri, 28, 8).trim().is_empty());
     }
     let during = status(client);
@@ -292,14 +302,7 @@ fn calibration_runs_in_the_background_never_in_a_request() {
 
     // Once the model is left alone, it is measured and cached.
     let started = Instant::now();
-    let finished = loop {
-        let now = status(client);
-        if now["calibration"] == "done" || now["calibration"] == "disturbed" {
-            break now;
-        }
-        assert!(started.elapsed() < SLOW, "calibration did not finish: {now}");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let finished = wait_calibrated(client);
     eprintln!("calibration {} after {:?} idle", finished["calibration"], started.elapsed());
     let cached = harness.home.path().join("cache/copilotd/calibration");
     if finished["calibration"] == "done" {

@@ -148,6 +148,19 @@ pub fn wait_model(client: &mut StdioClient) -> Value {
     }
 }
 
+/// Waits until the background calibration has ended (`done` or `disturbed`); returns the status.
+pub fn wait_calibrated(client: &mut StdioClient) -> Value {
+    let deadline = std::time::Instant::now() + SLOW;
+    loop {
+        let status = status(client);
+        if status["calibration"] == "done" || status["calibration"] == "disturbed" {
+            return status;
+        }
+        assert!(std::time::Instant::now() < deadline, "calibration did not finish: {status}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The error code of a response, if it is an error.
 pub fn error_code(response: &Value) -> Option<i64> {
     response["error"]["code"].as_i64()

@@ -169,10 +169,10 @@ impl ModelEngine {
 
     async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
         let loaded = self.ready(&cancel).await?;
-        if let Some(rest) = lock(&loaded.last_suggestion).continuation(&job.text, job.cursor) {
+        if let Some(rest) = lock(&loaded.last_suggestion).continuation(&job.text, job.cursor, job.path.as_deref()) {
             return Ok(self.typed_through(job.strategy, rest));
         }
-        let (text, cursor) = (Arc::clone(&job.text), job.cursor);
+        let (text, cursor, path) = (Arc::clone(&job.text), job.cursor, job.path.clone());
         // A background calibration gives the model back at once.
         let _wanting = loaded.calibration.want();
         // Requests queue for the model; a superseded one leaves the queue at once.
@@ -203,7 +203,7 @@ impl ModelEngine {
         let (result, recent) = outcome.map_err(|join| ServiceError::Panicked(join.to_string()))?;
         lock(&self.recent).generated_tokens = recent.generated_tokens;
         let completion = result?;
-        lock(&loaded.last_suggestion).remember(text, cursor, &completion.text);
+        lock(&loaded.last_suggestion).remember(text, cursor, path, &completion.text);
         let mut figures = lock(&self.recent);
         figures.completions += 1;
         figures.tokens_per_second = recent.tokens_per_second;

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-/// The last suggestion answered, with the buffer and cursor it was answered for.
+/// The last suggestion answered, with the buffer, path and cursor it was answered for.
 #[derive(Default)]
 pub struct LastSuggestion {
     last: Option<Answered>,
@@ -17,20 +17,23 @@ pub struct LastSuggestion {
 struct Answered {
     text: Arc<String>,
     cursor: usize,
+    path: Option<String>,
     suggestion: String,
 }
 
 impl LastSuggestion {
-    /// Remembers the suggestion answered for `text` at `cursor` (an empty one forgets).
-    pub fn remember(&mut self, text: Arc<String>, cursor: usize, suggestion: &str) {
-        self.last = (!suggestion.is_empty()).then(|| Answered { text, cursor, suggestion: suggestion.to_owned() });
+    /// Remembers the suggestion answered for `text` at `cursor` in the buffer of `path` (an
+    /// empty one forgets).
+    pub fn remember(&mut self, text: Arc<String>, cursor: usize, path: Option<String>, suggestion: &str) {
+        self.last =
+            (!suggestion.is_empty()).then(|| Answered { text, cursor, path, suggestion: suggestion.to_owned() });
     }
 
-    /// The rest of the last suggestion, when `text` is its buffer with a beginning of the
-    /// suggestion typed at its cursor, `cursor` after it, and nothing else changed; `None`
-    /// when anything else changed or only white space would remain.
-    pub fn continuation(&self, text: &str, cursor: usize) -> Option<String> {
-        let last = self.last.as_ref()?;
+    /// The rest of the last suggestion, when `text` is its buffer (of the same `path`) with
+    /// a beginning of the suggestion typed at its cursor, `cursor` after it, and nothing else
+    /// changed; `None` when anything else changed or only white space would remain.
+    pub fn continuation(&self, text: &str, cursor: usize, path: Option<&str>) -> Option<String> {
+        let last = self.last.as_ref().filter(|last| last.path.as_deref() == path)?;
         let typed = text.get(last.cursor..cursor)?;
         let rest = last.suggestion.strip_prefix(typed)?;
         let (before, after) = last.text.split_at(last.cursor);
@@ -47,34 +50,42 @@ mod tests {
 
     fn shown(text: &str, cursor: usize, suggestion: &str) -> LastSuggestion {
         let mut last = LastSuggestion::default();
-        last.remember(Arc::new(text.to_owned()), cursor, suggestion);
+        last.remember(Arc::new(text.to_owned()), cursor, Some("f.py".to_owned()), suggestion);
         last
+    }
+
+    impl LastSuggestion {
+        fn continuation_in_f(&self, text: &str, cursor: usize) -> Option<String> {
+            self.continuation(text, cursor, Some("f.py"))
+        }
     }
 
     #[test]
     fn typing_the_suggestion_answers_its_rest() {
         let last = shown("def f(x):\n    \nend\n", 14, "return x + 1");
-        assert_eq!(last.continuation("def f(x):\n    \nend\n", 14).as_deref(), Some("return x + 1"));
-        assert_eq!(last.continuation("def f(x):\n    ret\nend\n", 17).as_deref(), Some("urn x + 1"));
+        assert_eq!(last.continuation_in_f("def f(x):\n    \nend\n", 14).as_deref(), Some("return x + 1"));
+        assert_eq!(last.continuation_in_f("def f(x):\n    ret\nend\n", 17).as_deref(), Some("urn x + 1"));
     }
 
     #[test]
     fn anything_else_is_decoded_again() {
         let last = shown("def f(x):\n    \nend\n", 14, "return x + 1");
         // Typed something else, moved back, edited elsewhere, or typed it all.
-        assert_eq!(last.continuation("def f(x):\n    rex\nend\n", 17), None);
-        assert_eq!(last.continuation("def f(x):\n    \nend\n", 13), None);
-        assert_eq!(last.continuation("def g(x):\n    ret\nend\n", 17), None);
-        assert_eq!(last.continuation("def f(x):\n    ret\nend!\n", 17), None);
-        assert_eq!(last.continuation("def f(x):\n    return x + 1\nend\n", 26), None);
-        assert_eq!(LastSuggestion::default().continuation("x", 0), None);
-        assert_eq!(shown("x", 1, "").continuation("x", 1), None);
+        assert_eq!(last.continuation_in_f("def f(x):\n    rex\nend\n", 17), None);
+        assert_eq!(last.continuation_in_f("def f(x):\n    \nend\n", 13), None);
+        assert_eq!(last.continuation_in_f("def g(x):\n    ret\nend\n", 17), None);
+        assert_eq!(last.continuation_in_f("def f(x):\n    ret\nend!\n", 17), None);
+        assert_eq!(last.continuation_in_f("def f(x):\n    return x + 1\nend\n", 26), None);
+        assert_eq!(LastSuggestion::default().continuation_in_f("x", 0), None);
+        assert_eq!(shown("x", 1, "").continuation_in_f("x", 1), None);
+        // The same buffer in another file is another completion.
+        assert_eq!(shown("x", 1, "y").continuation("x", 1, Some("g.py")), None);
     }
 
     #[test]
     fn cursors_off_character_boundaries_are_refused() {
         let last = shown("é", 0, "éa");
-        assert_eq!(last.continuation("éé", 1), None);
-        assert_eq!(last.continuation("éé", 2).as_deref(), Some("a"));
+        assert_eq!(last.continuation_in_f("éé", 1), None);
+        assert_eq!(last.continuation_in_f("éé", 2).as_deref(), Some("a"));
     }
 }
