@@ -1,4 +1,5 @@
-//! Synthetic Qwen2.5-Coder (qwen2) and StarCoder/SmolLM (llama) models with their weights
+//! Synthetic Qwen2.5-Coder (qwen2), StarCoder/SmolLM, DeepSeek-Coder and CodeLlama (llama;
+//! the last with a SentencePiece tokenizer) models with their weights
 //! in each GGUF type people download (F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, and
 //! the mixed Q4_K_M layout):
 //! - the stored blocks decode to exactly the values ggml's layout gives them;
@@ -10,9 +11,9 @@
 mod common;
 
 use candle_core::quantized::GgmlDType;
-use common::synthetic::{self, Family, Written};
 use common::{argmax, exact};
 use copilotd_model::{LoadOptions, Model, WeightFormat};
+use copilotd_test_support::synthetic::{self, Family, Written};
 use std::path::Path;
 
 const TYPES: [GgmlDType; 8] = [
@@ -25,9 +26,6 @@ const TYPES: [GgmlDType; 8] = [
     GgmlDType::Q5K,
     GgmlDType::Q6K,
 ];
-
-/// Families whose tokenizer is GPT-2 byte-level BPE, one per architecture.
-const FAMILIES: [Family; 2] = [Family::QwenCoder, Family::StarCoder];
 
 fn load(path: &Path, weights: WeightFormat) -> Model {
     let opts = LoadOptions { threads: None, weights, kernel: None };
@@ -101,7 +99,7 @@ fn q4_k_m(name: &str) -> GgmlDType {
 /// Runs `check` on every family with each type, then with the Q4_K_M layout.
 fn each_model(check: impl Fn(Family, &str, &Written)) {
     let dir = tempfile::tempdir().unwrap();
-    for family in FAMILIES {
+    for family in Family::ALL {
         for dtype in TYPES {
             let written = synthetic::write(dir.path(), family, dtype);
             check(family, &format!("{dtype:?}"), &written);
@@ -178,4 +176,39 @@ fn tree_passes_and_speculative_decoding_equal_one_token_decoding() {
         let guess = |i: usize| if i % 3 == 0 { (ar[i.min(11)] + 7) % 100 } else { ar[i.min(11)] };
         assert_eq!(speculative(&mut m, &ids, 12, &guess), ar, "{family:?} {dtype}");
     });
+}
+
+#[test]
+fn each_family_reports_its_fim_and_end_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    for family in Family::ALL {
+        let w = synthetic::write(dir.path(), family, GgmlDType::Q8_0);
+        let info = load(&w.model, WeightFormat::Auto).info().clone();
+        let id = |t: &str| w.vocab.id(t);
+        let ids = |ts: &[&str]| ts.iter().map(|t| id(t)).collect::<Vec<_>>();
+        let fim = info.fim.unwrap_or_else(|| panic!("{family:?} has FIM tokens"));
+        let (spelling, bos, space, mut end) = match family {
+            Family::QwenCoder => (
+                ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"],
+                None,
+                false,
+                ids(&["<|endoftext|>", "<|im_end|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"]),
+            ),
+            Family::StarCoder => {
+                (["<fim_prefix>", "<fim_suffix>", "<fim_middle>"], None, false, ids(&["<|endoftext|>"]))
+            }
+            Family::DeepSeekCoder => (
+                ["<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"],
+                Some(id("<｜begin▁of▁sentence｜>")),
+                false,
+                ids(&["<｜end▁of▁sentence｜>", "<|EOT|>"]),
+            ),
+            Family::CodeLlama => (["▁<PRE>", "▁<SUF>", "▁<MID>"], Some(id("<s>")), true, ids(&["</s>", "▁<EOT>"])),
+        };
+        assert_eq!([fim.prefix, fim.suffix, fim.middle], spelling.map(id), "{family:?}");
+        assert_eq!(fim.bos, bos, "{family:?}");
+        assert_eq!(fim.space_before_prefix, space, "{family:?}");
+        end.sort_unstable();
+        assert_eq!(info.eos_tokens, end, "{family:?}");
+    }
 }

@@ -3,9 +3,7 @@
 #![allow(dead_code)] // each test binary uses a subset
 
 pub mod exact;
-pub mod ggml;
 pub mod names;
-pub mod synthetic;
 pub mod tiny;
 
 use copilotd_model::{Kernel, LoadOptions, Model, WeightFormat};

@@ -5,7 +5,8 @@
 
 use super::ggml;
 use candle_core::quantized::gguf_file::{self, Value};
-use candle_core::quantized::{GgmlDType, QStorage, QTensor};
+pub use candle_core::quantized::GgmlDType;
+use candle_core::quantized::{QStorage, QTensor};
 use candle_core::Device;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -66,6 +67,7 @@ pub struct Vocab {
 pub const NORMAL: i32 = 1;
 pub const UNKNOWN: i32 = 2;
 pub const CONTROL: i32 = 3;
+pub const USER_DEFINED: i32 = 4;
 pub const BYTE: i32 = 6;
 
 impl Vocab {
@@ -121,13 +123,18 @@ impl Vocab {
                 v.bos = v.id("<｜begin▁of▁sentence｜>");
                 v.eos = v.id("<｜end▁of▁sentence｜>");
                 v.add_bos = true;
+                // Its FIM and EOT tokens are user-defined there, not control tokens.
+                for t in ["<｜fim▁hole｜>", "<｜fim▁begin｜>", "<｜fim▁end｜>", "<|EOT|>"] {
+                    let id = v.id(t) as usize;
+                    v.types[id] = USER_DEFINED;
+                }
                 v
             }
             Family::CodeLlama => sentencepiece(SPM_PIECES, &["▁<PRE>", "▁<SUF>", "▁<MID>", "▁<EOT>"]),
         }
     }
 
-    fn metadata(&self) -> Vec<(String, Value)> {
+    pub fn metadata(&self) -> Vec<(String, Value)> {
         let strings = |v: &[String]| Value::Array(v.iter().map(|s| Value::String(s.clone())).collect());
         let mut md = vec![
             ("tokenizer.ggml.model".to_string(), Value::String(self.model.into())),
