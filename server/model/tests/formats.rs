@@ -1,7 +1,7 @@
 //! Synthetic Qwen2.5-Coder (qwen2), StarCoder/SmolLM, DeepSeek-Coder and CodeLlama (llama;
 //! the last with a SentencePiece tokenizer) models with their weights
-//! in each GGUF type people download (F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, and
-//! the mixed Q4_K_M layout):
+//! in each GGUF type people download (F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K, and
+//! llama.cpp's mixed Q4_K_M layout):
 //! - the stored blocks decode to exactly the values ggml's layout gives them;
 //! - with the default conversion (`--weights auto`), the logits stay within a stated
 //!   tolerance of the reference model holding the decoded weights as F32;
@@ -16,12 +16,14 @@ use copilotd_model::{LoadOptions, Model, WeightFormat};
 use copilotd_test_support::synthetic::{self, Family, Written};
 use std::path::Path;
 
-const TYPES: [GgmlDType; 8] = [
+const TYPES: [GgmlDType; 9] = [
     GgmlDType::F16,
     GgmlDType::BF16,
     GgmlDType::Q8_0,
     GgmlDType::Q4_0,
     GgmlDType::Q4_1,
+    // Q4_K_M files hold it where rows are no multiple of 256 (Qwen2.5-Coder-0.5B).
+    GgmlDType::Q5_0,
     GgmlDType::Q4K,
     GgmlDType::Q5K,
     GgmlDType::Q6K,
@@ -83,19 +85,6 @@ fn speculative(m: &mut Model, prompt: &[u32], n: usize, guess: &dyn Fn(usize) ->
     out
 }
 
-/// llama.cpp's Q4_K_M layout: Q6_K for the output and the v and down projections (all
-/// layers here), Q4_K elsewhere; Q5_0 for the embedding as in files whose rows are no
-/// multiple of 256 (mixed types inside the fused q/k/v too).
-fn q4_k_m(name: &str) -> GgmlDType {
-    if name == "output.weight" || name.ends_with("attn_v.weight") || name.ends_with("ffn_down.weight") {
-        GgmlDType::Q6K
-    } else if name == "token_embd.weight" {
-        GgmlDType::Q5_0
-    } else {
-        GgmlDType::Q4K
-    }
-}
-
 /// Runs `check` on every family with each type, then with the Q4_K_M layout.
 fn each_model(check: impl Fn(Family, &str, &Written)) {
     let dir = tempfile::tempdir().unwrap();
@@ -104,6 +93,8 @@ fn each_model(check: impl Fn(Family, &str, &Written)) {
             let written = synthetic::write(dir.path(), family, dtype);
             check(family, &format!("{dtype:?}"), &written);
         }
+        let tied = family != Family::QwenCoder;
+        let q4_k_m = synthetic::q4_k_m(synthetic::LAYERS, tied);
         check(family, "Q4_K_M", &synthetic::write_mixed(dir.path(), family, "Q4_K_M", &q4_k_m));
     }
 }

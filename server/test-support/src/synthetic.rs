@@ -283,7 +283,7 @@ impl Rng {
     }
 }
 
-/// One synthetic model in two files: weights stored as the chosen type, and the
+/// One synthetic model: weights stored as the chosen types, and (for the tiny shape) the
 /// reference with the values those weights decode to stored as F32.
 pub struct Written {
     pub model: PathBuf,
@@ -291,63 +291,163 @@ pub struct Written {
     pub vocab: Vocab,
 }
 
+/// The network's shape.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub hidden: usize,
+    pub intermediate: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub context: usize,
+    /// Embedding rows; `None`: the vocabulary's size (Qwen: rounded up to 64, as Qwen pads).
+    /// Tokens up to this many are added as `[PADn]` entries, as in Qwen's files.
+    pub rows: Option<usize>,
+    /// The head reuses the embedding (no `output.weight`); `None`: Llama families tie,
+    /// Qwen does not.
+    pub tied: Option<bool>,
+}
+
+/// The tiny shape of the tests: the rows of every matrix are multiples of the K-quant
+/// super-block (256).
+pub const TINY: Shape = Shape {
+    hidden: HIDDEN,
+    intermediate: INTERMEDIATE,
+    layers: LAYERS,
+    heads: HEADS,
+    kv_heads: KV_HEADS,
+    context: CONTEXT,
+    rows: None,
+    tied: None,
+};
+
+/// Qwen2.5-Coder-0.5B's shape (rows of 896 values: no multiple of 256).
+pub const QWEN25_CODER_0_5B: Shape = Shape {
+    hidden: 896,
+    intermediate: 4864,
+    layers: 24,
+    heads: 14,
+    kv_heads: 2,
+    context: 32768,
+    rows: Some(151_936),
+    tied: Some(true),
+};
+
+/// Qwen2.5-Coder-1.5B's shape.
+pub const QWEN25_CODER_1_5B: Shape = Shape {
+    hidden: 1536,
+    intermediate: 8960,
+    layers: 28,
+    heads: 12,
+    kv_heads: 2,
+    context: 32768,
+    rows: Some(151_936),
+    tied: Some(true),
+};
+
+/// The tensor type of each matrix, by tensor name and row length.
+pub type TypeOf<'a> = &'a dyn Fn(&str, usize) -> GgmlDType;
+
+/// The tensor types of llama.cpp's Q4_K_M for a model of `layers` layers, by tensor name and
+/// row length: Q6_K for the output (the embedding when tied) and for the v and down
+/// projections of the layers that get more bits, Q4_K elsewhere; rows that are no multiple
+/// of 256 fall back to Q5_0 (for Q4_K) and Q8_0 (for Q6_K).
+pub fn q4_k_m(layers: usize, tied: bool) -> impl Fn(&str, usize) -> GgmlDType {
+    move |name: &str, row: usize| {
+        let more_bits = |i: usize| i < layers / 8 || i >= 7 * layers / 8 || (i - layers / 8) % 3 == 2;
+        let layer = name.strip_prefix("blk.").and_then(|r| r.split('.').next()).and_then(|i| i.parse().ok());
+        let six = name == "output.weight"
+            || (tied && name == "token_embd.weight")
+            || ((name.ends_with("attn_v.weight") || name.ends_with("ffn_down.weight")) && layer.is_some_and(more_bits));
+        match (six, row.is_multiple_of(ggml::QK_K)) {
+            (true, true) => GgmlDType::Q6K,
+            (true, false) => GgmlDType::Q8_0,
+            (false, true) => GgmlDType::Q4K,
+            (false, false) => GgmlDType::Q5_0,
+        }
+    }
+}
+
 /// Writes `family` with every weight matrix (embedding and output included) stored as
 /// `dtype`, norms and biases as F32 (as llama.cpp stores them), to `dir`.
 pub fn write(dir: &Path, family: Family, dtype: GgmlDType) -> Written {
-    write_mixed(dir, family, &format!("{dtype:?}"), &|_| dtype)
+    write_mixed(dir, family, &format!("{dtype:?}"), &|_, _| dtype)
 }
 
-/// [`write`] with a type per matrix, chosen by `type_of(tensor name)`.
-pub fn write_mixed(dir: &Path, family: Family, label: &str, type_of: &dyn Fn(&str) -> GgmlDType) -> Written {
-    let vocab = Vocab::of(family);
-    // Qwen pads its embedding past the tokenizer's ids, as the real models do.
-    let rows = match family {
+/// [`write`] with a type per matrix, chosen by `type_of(tensor name, row length)`.
+pub fn write_mixed(dir: &Path, family: Family, label: &str, type_of: TypeOf) -> Written {
+    write_shaped(dir, family, &TINY, label, type_of, true)
+}
+
+/// Writes `family` in `shape` to `dir`, and the F32 reference when `reference` (both held
+/// in memory while writing: for small shapes only).
+pub fn write_shaped(
+    dir: &Path,
+    family: Family,
+    shape: &Shape,
+    label: &str,
+    type_of: TypeOf,
+    reference: bool,
+) -> Written {
+    let mut vocab = Vocab::of(family);
+    let rows = shape.rows.unwrap_or(match family {
         Family::QwenCoder => vocab.tokens.len().next_multiple_of(64),
         _ => vocab.tokens.len(),
-    };
-    let arch = family.architecture();
-    let hd = HIDDEN / HEADS;
-    let kvd = KV_HEADS * hd;
-    let mut rng = Rng::new(family.seed());
-    let mut matrices: Vec<(String, [usize; 2], Vec<f32>)> = Vec::new();
-    let mut vectors: Vec<(String, Vec<f32>)> = Vec::new();
-    let mut matrix = |name: String, n: usize, k: usize, std: f32, rng: &mut Rng| {
-        matrices.push((name, [n, k], rng.vec(n * k, 0.0, std)));
-    };
-    matrix("token_embd.weight".into(), rows, HIDDEN, 1.0, &mut rng);
-    if family == Family::QwenCoder {
-        matrix("output.weight".into(), rows, HIDDEN, 0.08, &mut rng);
+    });
+    if shape.rows.is_some() {
+        for i in vocab.tokens.len()..rows {
+            vocab.tokens.push(format!("[PAD{i}]"));
+            vocab.types.push(NORMAL);
+            if let Some(scores) = &mut vocab.scores {
+                scores.push(-1e9);
+            }
+        }
     }
-    for i in 0..LAYERS {
+    let tied = shape.tied.unwrap_or(family != Family::QwenCoder);
+    let Shape { hidden, intermediate, .. } = *shape;
+    let arch = family.architecture();
+    let hd = hidden / shape.heads;
+    let (qd, kvd) = (shape.heads * hd, shape.kv_heads * hd);
+    let mut rng = Rng::new(family.seed());
+    let mut stored = Vec::new();
+    let mut decoded_f32 = Vec::new();
+    let mut matrix = |name: String, n: usize, k: usize, std: f32, rng: &mut Rng| {
+        let dtype = type_of(&name, k);
+        let (bytes, decoded) = ggml::encode(dtype, &rng.vec(n * k, 0.0, std));
+        stored.push((name.clone(), tensor(bytes, dtype, &[n, k])));
+        if reference {
+            decoded_f32.push((name, tensor(ggml::encode(GgmlDType::F32, &decoded).0, GgmlDType::F32, &[n, k])));
+        }
+    };
+    let mut vectors: Vec<(String, Vec<f32>)> = Vec::new();
+    matrix("token_embd.weight".into(), rows, hidden, 1.0, &mut rng);
+    if !tied {
+        matrix("output.weight".into(), rows, hidden, 0.08, &mut rng);
+    }
+    for i in 0..shape.layers {
         let p = format!("blk.{i}");
-        matrix(format!("{p}.attn_q.weight"), HIDDEN, HIDDEN, 0.08, &mut rng);
-        matrix(format!("{p}.attn_k.weight"), kvd, HIDDEN, 0.08, &mut rng);
-        matrix(format!("{p}.attn_v.weight"), kvd, HIDDEN, 0.08, &mut rng);
-        matrix(format!("{p}.attn_output.weight"), HIDDEN, HIDDEN, 0.06, &mut rng);
-        matrix(format!("{p}.ffn_gate.weight"), INTERMEDIATE, HIDDEN, 0.08, &mut rng);
-        matrix(format!("{p}.ffn_up.weight"), INTERMEDIATE, HIDDEN, 0.08, &mut rng);
-        matrix(format!("{p}.ffn_down.weight"), HIDDEN, INTERMEDIATE, 0.05, &mut rng);
-        vectors.push((format!("{p}.attn_norm.weight"), rng.vec(HIDDEN, 1.0, 0.1)));
-        vectors.push((format!("{p}.ffn_norm.weight"), rng.vec(HIDDEN, 1.0, 0.1)));
+        matrix(format!("{p}.attn_q.weight"), qd, hidden, 0.08, &mut rng);
+        matrix(format!("{p}.attn_k.weight"), kvd, hidden, 0.08, &mut rng);
+        matrix(format!("{p}.attn_v.weight"), kvd, hidden, 0.08, &mut rng);
+        matrix(format!("{p}.attn_output.weight"), hidden, qd, 0.06, &mut rng);
+        matrix(format!("{p}.ffn_gate.weight"), intermediate, hidden, 0.08, &mut rng);
+        matrix(format!("{p}.ffn_up.weight"), intermediate, hidden, 0.08, &mut rng);
+        matrix(format!("{p}.ffn_down.weight"), hidden, intermediate, 0.05, &mut rng);
+        vectors.push((format!("{p}.attn_norm.weight"), rng.vec(hidden, 1.0, 0.1)));
+        vectors.push((format!("{p}.ffn_norm.weight"), rng.vec(hidden, 1.0, 0.1)));
         if family == Family::QwenCoder {
-            vectors.push((format!("{p}.attn_q.bias"), rng.vec(HIDDEN, 0.0, 0.3)));
+            vectors.push((format!("{p}.attn_q.bias"), rng.vec(qd, 0.0, 0.3)));
             vectors.push((format!("{p}.attn_k.bias"), rng.vec(kvd, 0.0, 0.3)));
             vectors.push((format!("{p}.attn_v.bias"), rng.vec(kvd, 0.0, 0.3)));
         }
     }
-    vectors.push(("output_norm.weight".into(), rng.vec(HIDDEN, 1.0, 0.1)));
-
-    let mut stored = Vec::new();
-    let mut reference = Vec::new();
-    for (name, [n, k], values) in &matrices {
-        let (bytes, decoded) = ggml::encode(type_of(name), values);
-        stored.push((name.clone(), tensor(bytes, type_of(name), &[*n, *k])));
-        reference.push((name.clone(), tensor(ggml::encode(GgmlDType::F32, &decoded).0, GgmlDType::F32, &[*n, *k])));
-    }
+    vectors.push(("output_norm.weight".into(), rng.vec(hidden, 1.0, 0.1)));
     for (name, values) in &vectors {
         let f32_tensor = || tensor(ggml::encode(GgmlDType::F32, values).0, GgmlDType::F32, &[values.len()]);
         stored.push((name.clone(), f32_tensor()));
-        reference.push((name.clone(), f32_tensor()));
+        if reference {
+            decoded_f32.push((name.clone(), f32_tensor()));
+        }
     }
 
     let key = |k: &str| format!("{arch}.{k}");
@@ -355,12 +455,12 @@ pub fn write_mixed(dir: &Path, family: Family, label: &str, type_of: &dyn Fn(&st
     let mut md: Vec<(String, Value)> = vec![
         ("general.architecture".into(), Value::String(arch.into())),
         ("general.name".into(), Value::String(format!("synthetic {family:?} {label}"))),
-        (key("context_length"), u(CONTEXT)),
-        (key("embedding_length"), u(HIDDEN)),
-        (key("feed_forward_length"), u(INTERMEDIATE)),
-        (key("block_count"), u(LAYERS)),
-        (key("attention.head_count"), u(HEADS)),
-        (key("attention.head_count_kv"), u(KV_HEADS)),
+        (key("context_length"), u(shape.context)),
+        (key("embedding_length"), u(hidden)),
+        (key("feed_forward_length"), u(intermediate)),
+        (key("block_count"), u(shape.layers)),
+        (key("attention.head_count"), u(shape.heads)),
+        (key("attention.head_count_kv"), u(shape.kv_heads)),
         (key("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
         (key("rope.freq_base"), Value::F32(if family == Family::QwenCoder { 1_000_000.0 } else { 10_000.0 })),
     ];
@@ -369,7 +469,9 @@ pub fn write_mixed(dir: &Path, family: Family, label: &str, type_of: &dyn Fn(&st
     let model = dir.join(format!("{stem}.gguf"));
     let reference_path = dir.join(format!("{stem}-f32-reference.gguf"));
     write_gguf(&model, &md, &stored);
-    write_gguf(&reference_path, &md, &reference);
+    if reference {
+        write_gguf(&reference_path, &md, &decoded_f32);
+    }
     Written { model, reference: reference_path, vocab }
 }
 
