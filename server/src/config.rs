@@ -34,6 +34,9 @@ pub struct Config {
     pub ignore: Vec<String>,
     /// `temperature`, `top_p` and `seed`: greedy by default.
     pub sampling: Sampling,
+    /// Fill-in-the-middle prompts (text after the cursor too) for models with FIM tokens;
+    /// off: the text before the cursor only, which some FIM models complete better from.
+    pub fim: bool,
 }
 
 impl Default for Config {
@@ -46,6 +49,7 @@ impl Default for Config {
             languages: vec!["python".to_owned()],
             ignore: Vec::new(),
             sampling: Sampling::GREEDY,
+            fim: true,
         }
     }
 }
@@ -60,8 +64,8 @@ pub enum Naming {
 }
 
 /// The settings, by their snake_case name.
-const SETTINGS: [&str; 9] =
-    ["model", "strategy", "max_tokens", "threads", "languages", "ignore", "temperature", "top_p", "seed"];
+const SETTINGS: [&str; 10] =
+    ["model", "strategy", "max_tokens", "threads", "languages", "ignore", "temperature", "top_p", "seed", "fim"];
 
 fn spelled(name: &str, naming: Naming) -> String {
     match naming {
@@ -187,6 +191,9 @@ impl Config {
                 let wrong = || format!("seed must be an integer in 0..={}, got {value}", u64::MAX);
                 self.sampling.seed = Some(value.as_u64().ok_or_else(wrong)?);
             }
+            ("fim", Value::Null) => self.fim = defaults.fim,
+            ("fim", Value::Bool(on)) => self.fim = *on,
+            ("fim", _) => return Err(format!("expected true or false, got {value}")),
             _ => unreachable!("`{name}` is not in SETTINGS"),
         }
         Ok(())
@@ -195,7 +202,7 @@ impl Config {
     /// The engine settings these settings select (the rest at the engine's defaults), so that
     /// the server and `copilotd complete` load the same model the same way.
     pub fn engine_settings(&self) -> EngineSettings {
-        EngineSettings { model: self.model.clone(), threads: self.threads, ..EngineSettings::default() }
+        EngineSettings { model: self.model.clone(), threads: self.threads, fim: self.fim, ..EngineSettings::default() }
     }
 
     /// Whether documents of this LSP language id get completions.
@@ -243,7 +250,7 @@ mod tests {
     fn toml_uses_snake_case_and_keeps_defaults_for_absent_settings() {
         let mut config = Config::default();
         let warnings = config.apply_toml(
-            "model = \"/m/x.gguf\"\nstrategy = \"pld\"\nmax_tokens = 32\nthreads = 2\nignore = [\"*.lock\"]\n",
+            "model = \"/m/x.gguf\"\nstrategy = \"pld\"\nmax_tokens = 32\nthreads = 2\nignore = [\"*.lock\"]\nfim = false\n",
         );
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.model, Some(PathBuf::from("/m/x.gguf")));
@@ -252,14 +259,18 @@ mod tests {
         assert_eq!(config.threads, Some(2));
         assert_eq!(config.languages, vec!["python".to_owned()]);
         assert_eq!(config.ignore, vec!["*.lock".to_owned()]);
+        assert!(!config.fim && !config.engine_settings().fim);
+        assert!(Config::default().engine_settings().fim);
     }
 
     #[test]
     fn client_settings_use_camel_case() {
         let mut config = Config::default();
-        let warnings = config.apply(&json!({"maxTokens": 16, "languages": ["python", "rust"]}), Naming::CamelCase);
+        let warnings =
+            config.apply(&json!({"maxTokens": 16, "languages": ["python", "rust"], "fim": false}), Naming::CamelCase);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.max_tokens, 16);
+        assert!(!config.fim);
         assert!(config.serves_language("rust"));
         // The snake_case spelling is not a client setting.
         let warnings = config.apply(&json!({"max_tokens": 8}), Naming::CamelCase);
@@ -272,10 +283,11 @@ mod tests {
         let mut config = Config::default();
         config.apply(&json!({"maxTokens": 16, "strategy": "ar"}), Naming::CamelCase);
         let warnings = config.apply(
-            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7}),
+            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7, "fim": "no"}),
             Naming::CamelCase,
         );
-        assert_eq!(warnings.len(), 5, "{warnings:?}");
+        assert_eq!(warnings.len(), 6, "{warnings:?}");
+        assert!(config.fim);
         assert_eq!(config.max_tokens, 16);
         assert_eq!(config.strategy, Strategy::Ar);
         assert_eq!(config.threads, None);

@@ -1,7 +1,7 @@
 //! Reading a model from a GGUF file: metadata → [`Config`], tensors → [`RawWeight`]s.
 
 use anyhow::{anyhow, bail, Context, Result};
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::Device;
 use std::collections::HashMap;
 use std::fs::File;
@@ -10,6 +10,7 @@ use std::path::Path;
 use crate::config::{Config, Family, RopeStyle};
 use crate::first_line;
 use crate::loader::{Slot, TensorSource};
+use crate::memory::Declared;
 use crate::tokenizer::{self, Tokenizer};
 use crate::weights::RawWeight;
 
@@ -62,6 +63,28 @@ impl<'a> Metadata<'a> {
         }
     }
 
+    pub fn floats(&self, key: &str) -> Result<Vec<f32>> {
+        match self.get(key)? {
+            Value::Array(items) => items
+                .iter()
+                .map(|v| match v {
+                    Value::F32(x) => Ok(*x),
+                    Value::F64(x) => Ok(*x as f32),
+                    _ => bail!("GGUF metadata key '{key}' holds a non-float item"),
+                })
+                .collect(),
+            _ => bail!("GGUF metadata key '{key}' is not an array"),
+        }
+    }
+
+    pub fn opt_bool(&self, key: &str) -> Result<Option<bool>> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => bail!("GGUF metadata key '{key}' is not a boolean"),
+        }
+    }
+
     pub fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
         match self.map.get(key) {
             None => Ok(None),
@@ -111,8 +134,16 @@ pub(crate) struct GgufFile {
 impl GgufFile {
     pub fn open(path: &Path) -> Result<Self> {
         let mut file = File::open(path).with_context(|| format!("cannot open model file {}", path.display()))?;
-        let content = Content::read(&mut file)
-            .map_err(|e| anyhow!("not a valid GGUF file (truncated or corrupt?): {}", first_line(&e)))?;
+        let content = Content::read(&mut file).map_err(|e| {
+            let message = first_line(&e);
+            match message.strip_prefix("unknown dtype for tensor ").and_then(|t| t.parse::<u32>().ok()) {
+                Some(id) => anyhow!(
+                    "unsupported tensor type {} (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
+                    ggml_type_name(id)
+                ),
+                None => anyhow!("not a valid GGUF file (truncated or corrupt?): {message}"),
+            }
+        })?;
         Ok(Self { content, file })
     }
 
@@ -173,9 +204,35 @@ impl GgufFile {
         Ok(config)
     }
 
+    /// The tensors as declared in the header, for [`crate::memory::needed`]; a model without
+    /// an output matrix counts its embedding twice (the head converts a copy).
+    pub fn declared(&self) -> Vec<Declared> {
+        let infos = &self.content.tensor_infos;
+        let declared = |t: &TensorInfo| Declared {
+            dtype: t.ggml_dtype,
+            elements: t.shape.elem_count() as u64,
+            matrix: t.shape.rank() >= 2,
+        };
+        let mut all: Vec<Declared> = infos.values().map(declared).collect();
+        if !infos.contains_key("output.weight") {
+            all.extend(infos.get("token_embd.weight").map(declared));
+        }
+        all
+    }
+
     /// `general.name`, if set.
     pub fn name(&self) -> Option<String> {
         self.metadata().opt_string("general.name").ok().flatten().map(str::to_string)
+    }
+
+    /// Whether the model's sequences start with BOS (`tokenizer.ggml.add_bos_token`; when
+    /// unset, llama.cpp's default: yes for SentencePiece vocabularies, no for BPE).
+    pub fn adds_bos(&self) -> bool {
+        let md = self.metadata();
+        match md.opt_bool("tokenizer.ggml.add_bos_token") {
+            Ok(Some(add)) => add,
+            _ => md.opt_string("tokenizer.ggml.model").ok().flatten() == Some("llama"),
+        }
     }
 
     /// Special token ids named in the metadata (`tokenizer.ggml.<what>_token_id`).
@@ -185,6 +242,32 @@ impl GgufFile {
             .ok()
             .flatten()
             .and_then(|v| u32::try_from(v).ok())
+    }
+}
+
+/// The name ggml gives tensor type `id` (the types candle cannot read, mostly).
+fn ggml_type_name(id: u32) -> String {
+    const NAMES: [(u32, &str); 16] = [
+        (16, "IQ2_XXS"),
+        (17, "IQ2_XS"),
+        (18, "IQ3_XXS"),
+        (19, "IQ1_S"),
+        (20, "IQ4_NL"),
+        (21, "IQ3_S"),
+        (22, "IQ2_S"),
+        (23, "IQ4_XS"),
+        (24, "I8"),
+        (25, "I16"),
+        (26, "I32"),
+        (27, "I64"),
+        (28, "F64"),
+        (29, "IQ1_M"),
+        (34, "TQ1_0"),
+        (35, "TQ2_0"),
+    ];
+    match NAMES.iter().find(|(i, _)| *i == id) {
+        Some((_, name)) => format!("{name} (ggml type {id})"),
+        None => format!("ggml type {id}"),
     }
 }
 

@@ -17,10 +17,12 @@ mod gguf;
 mod kernel;
 mod kv;
 mod loader;
+mod memory;
 mod model;
 mod ops;
 mod quant;
 mod safetensors;
+mod sentencepiece;
 mod source;
 mod threads;
 mod tokenizer;
@@ -53,6 +55,18 @@ pub enum WeightFormat {
     Q8_0,
     /// Dequantized to f32.
     F32,
+}
+
+impl WeightFormat {
+    /// The name `--weights` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Native => "native",
+            Self::Q8_0 => "q8_0",
+            Self::F32 => "f32",
+        }
+    }
 }
 
 impl std::str::FromStr for WeightFormat {

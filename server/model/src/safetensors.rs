@@ -16,6 +16,8 @@ pub(crate) struct SafetensorsDir {
     pub config: Config,
     pub bos: Option<u32>,
     pub eos: Vec<u32>,
+    /// `add_bos_token` of `tokenizer_config.json` (false when absent).
+    pub adds_bos: bool,
     tensors: HashMap<String, Tensor>,
 }
 
@@ -38,8 +40,19 @@ impl SafetensorsDir {
             config,
             bos: token_ids(json.get("bos_token_id")).first().copied(),
             eos: token_ids(json.get("eos_token_id")),
+            adds_bos: adds_bos(dir),
             tensors,
         })
+    }
+}
+
+impl SafetensorsDir {
+    /// Total size of the `.safetensors` files in `dir`.
+    pub fn file_bytes(dir: &Path) -> Result<u64> {
+        safetensors_files(dir)?
+            .iter()
+            .map(|f| Ok(std::fs::metadata(f).with_context(|| format!("cannot read {}", f.display()))?.len()))
+            .sum()
     }
 }
 
@@ -54,6 +67,12 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
         bail!("no .safetensors files in {}", dir.display());
     }
     Ok(files)
+}
+
+fn adds_bos(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join("tokenizer_config.json")) else { return false };
+    let json: Option<Value> = serde_json::from_str(&text).ok();
+    json.and_then(|j| j.get("add_bos_token").and_then(Value::as_bool)).unwrap_or(false)
 }
 
 /// A token id or a list of them (config.json allows both).

@@ -7,9 +7,9 @@ use crate::config::Config;
 use crate::gguf::GgufFile;
 use crate::loader::{self, Weights};
 use crate::safetensors::SafetensorsDir;
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{FimTokens, Tokenizer};
 use crate::weights::Converter;
-use crate::{first_line, kernel, threads, KernelChoice, LoadOptions, ModelInfo};
+use crate::{first_line, kernel, memory, threads, KernelChoice, LoadOptions, ModelInfo};
 
 pub(crate) struct Loaded {
     pub info: ModelInfo,
@@ -37,14 +37,17 @@ fn load_gguf(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let mut file = GgufFile::open(path)?;
     let config = file.config()?;
     let tokenizer = file.tokenizer()?;
+    memory::ensure_fits(memory::needed(&file.declared(), opts.weights), memory::available(), opts.weights)?;
     let choice = kernel::choose(opts.kernel);
     let conv = Converter::new(opts.weights, choice.kernel);
     let weights = loader::build(&mut file, &config, &conv)?;
     let mut eos: Vec<u32> = ["eos", "eot", "eom"].iter().filter_map(|w| file.token_id(w)).collect();
     eos.extend(end_of_text_tokens(&tokenizer));
     let name = file.name().unwrap_or_else(|| file_stem(path));
+    let bos = file.token_id("bos");
+    let fim_bos = bos.filter(|_| file.adds_bos());
     Ok(Loaded {
-        info: info(name, &config, &tokenizer, (&conv, choice), &weights, file.token_id("bos"), eos),
+        info: info(name, &config, &tokenizer, (&conv, choice), &weights, (bos, fim_bos), eos),
         config,
         tokenizer,
         weights,
@@ -57,6 +60,8 @@ fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
         bail!("no tokenizer.json in {}", dir.display());
     }
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
+    // The files are read whole before conversion: at least their size is needed.
+    memory::ensure_fits(SafetensorsDir::file_bytes(dir)?, memory::available(), opts.weights)?;
     let mut st = SafetensorsDir::open(dir)?;
     let config = st.config.clone();
     let choice = kernel::choose(opts.kernel);
@@ -65,8 +70,9 @@ fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let mut eos = st.eos.clone();
     eos.extend(end_of_text_tokens(&tokenizer));
     let bos = st.bos;
+    let fim_bos = bos.filter(|_| st.adds_bos);
     Ok(Loaded {
-        info: info(file_stem(dir), &config, &tokenizer, (&conv, choice), &weights, bos, eos),
+        info: info(file_stem(dir), &config, &tokenizer, (&conv, choice), &weights, (bos, fim_bos), eos),
         config,
         tokenizer,
         weights,
@@ -79,7 +85,7 @@ fn info(
     tokenizer: &Tokenizer,
     (conv, kernel): (&Converter, KernelChoice),
     weights: &Weights,
-    bos: Option<u32>,
+    (bos, fim_bos): (Option<u32>, Option<u32>),
     mut eos: Vec<u32>,
 ) -> ModelInfo {
     eos.sort_unstable();
@@ -97,7 +103,7 @@ fn info(
         weights: conv.describe(&weights.source_dtype),
         bos_token: bos,
         eos_tokens: eos,
-        fim: tokenizer.fim_tokens(),
+        fim: tokenizer.fim_tokens().map(|fim| FimTokens { bos: fim_bos, ..fim }),
         threads,
         kernel: kernel.kernel,
         kernel_warning: kernel.warning,
@@ -106,10 +112,25 @@ fn info(
 
 /// End-of-text tokens of the common families: a completion stops at any of them.
 fn end_of_text_tokens(tokenizer: &Tokenizer) -> Vec<u32> {
-    ["<|endoftext|>", "<|im_end|>", "<|end_of_text|>", "<|eot_id|>", "<｜end▁of▁sentence｜>", "<EOT>", "</s>"]
-        .iter()
-        .filter_map(|t| tokenizer.token_to_id(t))
-        .collect()
+    const END: [&str; 12] = [
+        "<|endoftext|>",
+        "<|im_end|>",
+        "<|end_of_text|>",
+        "<|eot_id|>",
+        "</s>",
+        // DeepSeek-Coder.
+        "<｜end▁of▁sentence｜>",
+        "<|EOT|>",
+        // CodeLlama's end of the middle (`▁<EOT>` in its SentencePiece vocabulary).
+        "▁<EOT>",
+        "<EOT>",
+        // Qwen2.5-Coder's FIM padding and its repository-context separators: a middle ends
+        // where the model starts another file.
+        "<|fim_pad|>",
+        "<|file_sep|>",
+        "<|repo_name|>",
+    ];
+    END.iter().filter_map(|t| tokenizer.token_to_id(t)).collect()
 }
 
 fn file_stem(path: &Path) -> String {

@@ -1,4 +1,5 @@
-//! The model's tokenizer, built from GGUF metadata or read from `tokenizer.json`.
+//! The model's tokenizer, built from GGUF metadata (byte-level BPE here, SentencePiece in
+//! [`crate::sentencepiece`]) or read from `tokenizer.json`.
 
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::gguf_file;
@@ -21,6 +22,12 @@ pub struct FimTokens {
     pub prefix: u32,
     pub suffix: u32,
     pub middle: u32,
+    /// The token a FIM prompt starts with, for models that add BOS (CodeLlama,
+    /// DeepSeek-Coder); set by the loader.
+    pub bos: Option<u32>,
+    /// The prefix text starts with a space: CodeLlama's layout `<PRE> {prefix} <SUF>{suffix}
+    /// <MID>`, where SentencePiece's dummy prefix puts a space before the prefix only.
+    pub space_before_prefix: bool,
 }
 
 /// A cheaply clonable, thread-safe tokenizer.
@@ -28,6 +35,9 @@ pub struct FimTokens {
 pub struct Tokenizer {
     inner: Arc<tokenizers::Tokenizer>,
     fingerprint: u64,
+    /// SentencePiece puts a space before a sequence's text ("dummy prefix"); `encode`
+    /// never does, see [`crate::sentencepiece`].
+    dummy_prefix: bool,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -54,12 +64,16 @@ impl Tokenizer {
         Ok(Self::new(inner))
     }
 
-    fn new(mut inner: tokenizers::Tokenizer) -> Self {
+    pub(crate) fn new(mut inner: tokenizers::Tokenizer) -> Self {
         // Text that merely looks like a special token (e.g. "<|endoftext|>" inside a
         // source file) is encoded as text, never as the control token.
         inner.set_encode_special_tokens(true);
         let fingerprint = fingerprint(&inner);
-        Self { inner: Arc::new(inner), fingerprint }
+        Self { inner: Arc::new(inner), fingerprint, dummy_prefix: false }
+    }
+
+    pub(crate) fn with_dummy_prefix(self, dummy_prefix: bool) -> Self {
+        Self { dummy_prefix, ..self }
     }
 
     /// Token ids of `text`, without BOS or any other added special token.
@@ -108,7 +122,13 @@ impl Tokenizer {
             ["<PRE>", "<SUF>", "<MID>"],
         ];
         SPELLINGS.iter().find_map(|[p, s, m]| {
-            Some(FimTokens { prefix: self.token_to_id(p)?, suffix: self.token_to_id(s)?, middle: self.token_to_id(m)? })
+            Some(FimTokens {
+                prefix: self.token_to_id(p)?,
+                suffix: self.token_to_id(s)?,
+                middle: self.token_to_id(m)?,
+                bos: None,
+                space_before_prefix: self.dummy_prefix && p.ends_with("<PRE>"),
+            })
         })
     }
 }
@@ -121,15 +141,23 @@ pub fn tokenizer_from_gguf(path: &Path) -> Result<Tokenizer> {
     from_gguf_metadata(&Metadata::new(&content.metadata))
 }
 
-/// GPT-2 style byte-level BPE from `tokenizer.ggml.*` metadata.
+/// The tokenizer `tokenizer.ggml.*` metadata describes.
 pub(crate) fn from_gguf_metadata(md: &Metadata) -> Result<Tokenizer> {
-    let model = md.string("tokenizer.ggml.model")?;
-    if model != "gpt2" {
-        bail!("unsupported GGUF tokenizer model '{model}' (supported: gpt2 byte-level BPE); use a safetensors directory with tokenizer.json instead");
+    match md.string("tokenizer.ggml.model")? {
+        "gpt2" => byte_level_bpe(md),
+        "llama" => crate::sentencepiece::from_gguf(md),
+        other => bail!(
+            "unsupported GGUF tokenizer model '{other}' (supported: gpt2 byte-level BPE, llama SentencePiece); use a safetensors directory with tokenizer.json instead"
+        ),
     }
+}
+
+/// GPT-2 style byte-level BPE (`tokenizer.ggml.model = "gpt2"`).
+fn byte_level_bpe(md: &Metadata) -> Result<Tokenizer> {
     let tokens = md.strings("tokenizer.ggml.tokens")?;
     let merges = md.strings("tokenizer.ggml.merges")?;
-    let types = md.ints("tokenizer.ggml.token_type").unwrap_or_default();
+    let types: Vec<TokenType> =
+        md.ints("tokenizer.ggml.token_type").unwrap_or_default().into_iter().map(TokenType::from).collect();
     let pre = md.opt_string("tokenizer.ggml.pre")?.unwrap_or("default");
 
     let vocab: Vocab = tokens.iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
@@ -148,15 +176,47 @@ pub(crate) fn from_gguf_metadata(md: &Metadata) -> Result<Tokenizer> {
     let mut inner = tokenizers::Tokenizer::new(bpe);
     inner.with_pre_tokenizer(Some(pre_tokenizer(pre)?));
     inner.with_decoder(Some(ByteLevelDecoder::default()));
-    const CONTROL: i64 = 3;
-    let specials: Vec<AddedToken> = tokens
-        .iter()
-        .zip(&types)
-        .filter(|(_, &ty)| ty == CONTROL)
-        .map(|(t, _)| AddedToken::from(t.to_string(), true))
-        .collect();
-    inner.add_special_tokens(specials).map_err(|e| anyhow!("cannot register special tokens: {e}"))?;
+    inner
+        .add_special_tokens(special_tokens(&tokens, &types))
+        .map_err(|e| anyhow!("cannot register special tokens: {e}"))?;
     Ok(Tokenizer::new(inner))
+}
+
+/// `tokenizer.ggml.token_type` values (llama.cpp's `llama_token_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TokenType {
+    Normal,
+    Unknown,
+    Control,
+    UserDefined,
+    Unused,
+    Byte,
+    Other,
+}
+
+impl From<i64> for TokenType {
+    fn from(v: i64) -> Self {
+        match v {
+            1 => Self::Normal,
+            2 => Self::Unknown,
+            3 => Self::Control,
+            4 => Self::UserDefined,
+            5 => Self::Unused,
+            6 => Self::Byte,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// Control, unknown and user-defined tokens: registered as special tokens, which text is
+/// never encoded to and which decode to their own text.
+pub(crate) fn special_tokens(tokens: &[&str], types: &[TokenType]) -> Vec<AddedToken> {
+    tokens
+        .iter()
+        .zip(types)
+        .filter(|(_, ty)| matches!(ty, TokenType::Control | TokenType::Unknown | TokenType::UserDefined))
+        .map(|(t, _)| AddedToken::from(t.to_string(), true))
+        .collect()
 }
 
 /// The pre-tokenizer llama.cpp associates with `tokenizer.ggml.pre`.

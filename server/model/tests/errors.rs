@@ -6,6 +6,7 @@ use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 use copilotd_model::{LoadOptions, Model};
+use copilotd_test_support::synthetic::{self, Family};
 use std::path::Path;
 
 fn load_error(path: &Path) -> String {
@@ -103,4 +104,58 @@ fn missing_tensor_is_named() {
     candle_core::safetensors::save(&tensors, &path).unwrap();
     let err = load_error(dir.path());
     assert!(err.contains("tensor 'model.layers.1.self_attn.k_proj.bias' is missing"), "{err}");
+}
+
+/// A synthetic StarCoder-family model (Q4_0) with `patch` applied to its bytes.
+fn patched_model(patch: impl FnOnce(&mut Vec<u8>)) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let written = synthetic::write(dir.path(), Family::StarCoder, GgmlDType::Q4_0);
+    let mut bytes = std::fs::read(&written.model).unwrap();
+    patch(&mut bytes);
+    std::fs::write(&written.model, bytes).unwrap();
+    (dir, written.model)
+}
+
+/// Overwrites the bytes `skip` bytes after the first occurrence of `needle`.
+fn overwrite_after(bytes: &mut [u8], needle: &[u8], skip: usize, new: &[u8]) {
+    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("needle in file") + needle.len() + skip;
+    bytes[at..at + new.len()].copy_from_slice(new);
+}
+
+#[test]
+fn unsupported_tensor_type_is_named() {
+    // A tensor's info: name, u32 dimension count, u64 dimensions, u32 type.
+    let (_dir, path) = patched_model(|b| overwrite_after(b, b"blk.0.attn_q.weight", 4 + 16, &20u32.to_le_bytes()));
+    let err = load_error(&path);
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("unsupported tensor type IQ4_NL (ggml type 20)"), "{err}");
+}
+
+#[test]
+fn unsupported_architecture_of_a_whole_model_is_named() {
+    // A string value: u32 type, u64 length, bytes.
+    let (_dir, path) = patched_model(|b| overwrite_after(b, b"general.architecture", 12, b"mamba"));
+    let err = load_error(&path);
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("unsupported model architecture 'mamba'"), "{err}");
+}
+
+#[test]
+fn tokenizer_the_loader_cannot_build_is_named() {
+    let (_dir, path) = patched_model(|b| overwrite_after(b, b"tokenizer.ggml.model", 12, b"bert"));
+    let err = load_error(&path);
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("unsupported GGUF tokenizer model 'bert'"), "{err}");
+    let (_dir, path) = patched_model(|b| overwrite_after(b, b"tokenizer.ggml.pre", 12, b"qwen3x"));
+    let err = load_error(&path);
+    assert!(err.contains("unsupported GGUF pre-tokenizer 'qwen3x'"), "{err}");
+}
+
+#[test]
+fn model_larger_than_memory_is_refused_before_loading() {
+    // The embedding declares 2^36 rows of 256 values: 18 TiB as Q8_0.
+    let (_dir, path) = patched_model(|b| overwrite_after(b, b"token_embd.weight", 4 + 8, &(1u64 << 36).to_le_bytes()));
+    let err = load_error(&path);
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("the model needs about") && err.contains("available (MemAvailable"), "{err}");
 }

@@ -60,6 +60,9 @@ pub struct EngineArgs {
     /// Most prompt tokens.
     #[arg(long, default_value_t = 2048)]
     pub prompt_tokens: usize,
+    /// Prompt with the text before the cursor only, also for models with fill-in-the-middle tokens.
+    #[arg(long)]
+    pub no_fim: bool,
     /// Most draft tree nodes per step (besides the root).
     #[arg(long, default_value_t = BudgetSettings::default().max_nodes)]
     pub draft_nodes: usize,
@@ -79,6 +82,7 @@ impl EngineArgs {
             threads: self.threads,
             weights: self.weights,
             kernel: self.kernel,
+            fim: !self.no_fim,
             budget: BudgetSettings {
                 cost_aware: !self.fixed_budget,
                 max_nodes: self.draft_nodes,
@@ -158,5 +162,17 @@ mod tests {
         assert_eq!(parse::<WeightFormat>("q8_0"), Ok(WeightFormat::Q8_0));
         assert_eq!(parse::<WeightFormat>("Native"), "native".parse::<WeightFormat>().map_err(|e| e.to_string()));
         assert!(parse::<WeightFormat>("q4").unwrap_err().contains("expected auto, native, q8_0 or f32"));
+    }
+
+    #[test]
+    fn no_fim_turns_fill_in_the_middle_off() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            engine: EngineArgs,
+        }
+        let settings = |args: &[&str]| <Cli as clap::Parser>::parse_from(args).engine.settings();
+        assert!(settings(&["copilotd"]).fim);
+        assert!(!settings(&["copilotd", "--no-fim"]).fim);
     }
 }

@@ -54,7 +54,7 @@ pub fn build(
     anyhow::ensure!(text.is_char_boundary(cursor), "cursor at byte {cursor} is not at a character boundary");
     let (before, after) = text.split_at(cursor);
     let Some(fim) = fim else {
-        let mut tokens = prefix_tokens(tokenizer, before, budget.max_tokens)?;
+        let mut tokens = prefix_tokens(tokenizer, before, budget.max_tokens, false)?;
         let healed = match tokens.len() {
             0 | 1 => String::new(),
             _ => {
@@ -64,11 +64,15 @@ pub fn build(
         };
         return Ok(Prompt { tokens, healed });
     };
+    // The layout of the family's training: `[BOS] PRE prefix SUF suffix MID`.
+    let fixed = 3 + usize::from(fim.bos.is_some());
     let suffix_budget = (budget.max_tokens as f32 * budget.suffix_share) as usize;
     let mut suffix = tokenizer.encode(window_from_start(after, suffix_budget * BYTES_PER_TOKEN_WINDOW))?;
     suffix.truncate(suffix_budget);
-    let prefix = prefix_tokens(tokenizer, before, budget.max_tokens - suffix.len() - 3)?;
-    let mut prompt = Vec::with_capacity(prefix.len() + suffix.len() + 3);
+    let prefix_budget = budget.max_tokens.saturating_sub(suffix.len() + fixed);
+    let prefix = prefix_tokens(tokenizer, before, prefix_budget, fim.space_before_prefix)?;
+    let mut prompt = Vec::with_capacity(prefix.len() + suffix.len() + fixed);
+    prompt.extend(fim.bos);
     prompt.push(fim.prefix);
     prompt.extend(prefix);
     prompt.push(fim.suffix);
@@ -77,9 +81,13 @@ pub fn build(
     Ok(Prompt { tokens: prompt, healed: String::new() })
 }
 
-fn prefix_tokens(tokenizer: &Tokenizer, before: &str, max_tokens: usize) -> Result<Vec<u32>> {
-    let tokens = tokenizer.encode(window_to_end(before, max_tokens * BYTES_PER_TOKEN_WINDOW))?;
-    Ok(tokens[tokens.len().saturating_sub(max_tokens)..].to_vec())
+/// The last `max_tokens` tokens of the text before the cursor, with a space before that
+/// text when `space_first` (CodeLlama's FIM prefix).
+fn prefix_tokens(tokenizer: &Tokenizer, before: &str, max_tokens: usize, space_first: bool) -> Result<Vec<u32>> {
+    let window = window_to_end(before, max_tokens * BYTES_PER_TOKEN_WINDOW);
+    let mut tokens = if space_first { tokenizer.encode(&format!(" {window}"))? } else { tokenizer.encode(window)? };
+    tokens.drain(..tokens.len().saturating_sub(max_tokens));
+    Ok(tokens)
 }
 
 /// The tail of `text` of at most about `max_bytes`, starting at a line start
@@ -110,6 +118,125 @@ fn window_from_start(text: &str, max_bytes: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use copilotd_model::{LoadOptions, Model};
+    use copilotd_test_support::synthetic::{self, Family, GgmlDType, Vocab};
+
+    /// The tokenizer and FIM tokens of a synthetic model of `family`, as the loader reads them.
+    fn family(family: Family) -> (Tokenizer, FimTokens, Vocab) {
+        let dir = tempfile::tempdir().unwrap();
+        let written = synthetic::write(dir.path(), family, GgmlDType::Q8_0);
+        let model = Model::load(&written.model, &LoadOptions::default()).unwrap();
+        let fim = model.info().fim.expect("FIM tokens");
+        (model.tokenizer().clone(), fim, written.vocab)
+    }
+
+    /// A prompt as its parts: a special token by name, or text encoded as it stands.
+    enum Part<'a> {
+        Special(&'a str),
+        Text(&'a str),
+    }
+
+    fn layout(tok: &Tokenizer, vocab: &Vocab, parts: &[Part]) -> Vec<u32> {
+        let mut ids = Vec::new();
+        for part in parts {
+            match part {
+                Part::Special(name) => ids.push(vocab.id(name)),
+                Part::Text(text) => ids.extend(tok.encode(text).unwrap()),
+            }
+        }
+        ids
+    }
+
+    const BEFORE: &str = "def f(x):\n    return ";
+    const AFTER: &str = "x * 2\n";
+
+    fn fim_prompt(tok: &Tokenizer, fim: &FimTokens) -> Vec<u32> {
+        let text = format!("{BEFORE}{AFTER}");
+        build(tok, &text, BEFORE.len(), &PromptBudget::default(), Some(fim)).unwrap().tokens
+    }
+
+    #[test]
+    fn fim_prompts_follow_each_family_layout() {
+        use Part::{Special as S, Text as T};
+        // Qwen2.5-Coder: <|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>, no BOS.
+        let (tok, fim, vocab) = family(Family::QwenCoder);
+        let expected = [S("<|fim_prefix|>"), T(BEFORE), S("<|fim_suffix|>"), T(AFTER), S("<|fim_middle|>")];
+        assert_eq!(fim_prompt(&tok, &fim), layout(&tok, &vocab, &expected));
+        // StarCoder / SmolLM: <fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>, no BOS.
+        let (tok, fim, vocab) = family(Family::StarCoder);
+        let expected = [S("<fim_prefix>"), T(BEFORE), S("<fim_suffix>"), T(AFTER), S("<fim_middle>")];
+        assert_eq!(fim_prompt(&tok, &fim), layout(&tok, &vocab, &expected));
+        // DeepSeek-Coder: BOS <｜fim▁begin｜>{prefix}<｜fim▁hole｜>{suffix}<｜fim▁end｜>.
+        let (tok, fim, vocab) = family(Family::DeepSeekCoder);
+        let expected = [
+            S("<｜begin▁of▁sentence｜>"),
+            S("<｜fim▁begin｜>"),
+            T(BEFORE),
+            S("<｜fim▁hole｜>"),
+            T(AFTER),
+            S("<｜fim▁end｜>"),
+        ];
+        assert_eq!(fim_prompt(&tok, &fim), layout(&tok, &vocab, &expected));
+        // CodeLlama: <s> ▁<PRE> {space + prefix} ▁<SUF>{suffix} ▁<MID>, piece by piece: the
+        // prefix starts with SentencePiece's space ("▁def"), the suffix does not ("x").
+        let (tok, fim, _) = family(Family::CodeLlama);
+        let pieces: Vec<String> = fim_prompt(&tok, &fim).iter().map(|&id| tok.id_to_token(id).unwrap()).collect();
+        let expected = [
+            "<s>",
+            "▁<PRE>",
+            "▁def",
+            "▁",
+            "f",
+            "(",
+            "x",
+            "):",
+            "<0x0A>",
+            "▁▁▁▁",
+            "re",
+            "t",
+            "urn",
+            "▁",
+            "▁<SUF>",
+            "x",
+            "▁",
+            "*",
+            "▁",
+            "2",
+            "<0x0A>",
+            "▁<MID>",
+        ];
+        assert_eq!(pieces, expected);
+    }
+
+    #[test]
+    fn fim_window_gives_the_suffix_its_share() {
+        for family_ in [Family::QwenCoder, Family::CodeLlama] {
+            let (tok, fim, _) = family(family_);
+            let fixed = 3 + usize::from(fim.bos.is_some());
+            let before = "alpha = beta + gamma\n".repeat(40);
+            let after = "delta = epsilon * zeta\n".repeat(40);
+            let text = format!("{before}{after}");
+            let budget = PromptBudget { max_tokens: 64, suffix_share: 0.25 };
+            let prompt = build(&tok, &text, before.len(), &budget, Some(&fim)).unwrap().tokens;
+            // Both sides longer than the window: the suffix gets its 16, the prefix the rest.
+            assert_eq!(prompt.len(), 64, "{family_:?}");
+            let at = |t: u32| prompt.iter().position(|&x| x == t).unwrap();
+            let (suffix_at, middle_at) = (at(fim.suffix), at(fim.middle));
+            assert_eq!(middle_at - suffix_at - 1, 16, "{family_:?}");
+            assert_eq!(suffix_at - at(fim.prefix) - 1, 64 - 16 - fixed, "{family_:?}");
+            // The suffix is the head of the text after the cursor, the prefix the tail before it.
+            assert_eq!(prompt[suffix_at + 1..middle_at], tok.encode(&after).unwrap()[..16]);
+            let tail = tok.encode(&before).unwrap();
+            assert_eq!(prompt[suffix_at - 2..suffix_at], tail[tail.len() - 2..]);
+            // A short suffix leaves the rest of the window to the prefix.
+            let short = format!("{before}pass\n");
+            let prompt = build(&tok, &short, before.len(), &budget, Some(&fim)).unwrap().tokens;
+            let suffix_len = tok.encode("pass\n").unwrap().len();
+            assert_eq!(prompt.len(), 64, "{family_:?}");
+            assert_eq!(prompt.iter().position(|&x| x == fim.middle).unwrap(), 63);
+            assert!(suffix_len < 16);
+        }
+    }
 
     #[test]
     fn windows_cut_at_line_starts_and_char_boundaries() {

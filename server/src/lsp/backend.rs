@@ -233,7 +233,7 @@ impl Backend {
         });
     }
 
-    /// Applies client settings; reloads the model if its settings changed.
+    /// Applies client settings; reloads the model if its settings (model, threads, FIM) changed.
     pub(super) fn apply_settings(self: &Arc<Self>, settings: &Value) {
         let (before, after, warnings) = {
             let mut config = write(&self.config);
@@ -244,7 +244,7 @@ impl Backend {
         for warning in warnings {
             self.notify_user(MessageType::WARNING, format!("copilotd settings: {warning}"));
         }
-        if before.model != after.model || before.threads != after.threads {
+        if before.model != after.model || before.threads != after.threads || before.fim != after.fim {
             self.load_model();
         }
         if before.ignore != after.ignore || before.languages != after.languages {

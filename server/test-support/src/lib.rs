@@ -1,5 +1,6 @@
-//! What copilotd's tests share: where the real default model is, and the chi-square tests
-//! of the sampling tests ([`chi_square`]).
+//! What copilotd's tests share: where the real default model is, the chi-square tests of the
+//! sampling tests ([`chi_square`]), and tiny synthetic models in the real file formats
+//! ([`synthetic`], weights encoded by [`ggml`]).
 //!
 //! A test that needs the real model fails without it, naming the command that fetches it: a
 //! run without the model must not pass having run nothing. (CI fetches it before the tests.)
@@ -7,6 +8,9 @@
 pub mod chi_square;
 
 use std::path::PathBuf;
+
+pub mod ggml;
+pub mod synthetic;
 
 use copilotd_model::DEFAULT_MODEL_FILE;
 
