@@ -8,6 +8,14 @@ use copilotd_model::{FimTokens, Tokenizer};
 /// Bytes of text considered per prompt token before tokenizing; enough for
 /// code (about 3-4 bytes per token) while bounding the work on huge files.
 const BYTES_PER_TOKEN_WINDOW: usize = 8;
+/// In a text longer than the prefix window, the window's start moves by this many bytes at a
+/// time: typing at the cursor leaves it in place until the text before the cursor grew this much.
+const WINDOW_STRIDE_BYTES: usize = 4096;
+/// Tokens dropped at a time from the front of a prefix over its budget. With the stable start,
+/// consecutive prompts in a long file keep their leading tokens, and the model the KV cache of
+/// the previous one; dropping exactly the excess would shift the whole prompt by a token or two
+/// per keystroke, so every request in a long file would prefill the full window again.
+const WINDOW_STRIDE_TOKENS: usize = 256;
 
 /// Prompt settings.
 #[derive(Clone, Copy, Debug)]
@@ -77,18 +85,21 @@ pub fn build(
     Ok(Prompt { tokens: prompt, healed: String::new() })
 }
 
+/// The last tokens of `before`, at most `max_tokens`; the excess is dropped from the front in
+/// steps of [`WINDOW_STRIDE_TOKENS`].
 fn prefix_tokens(tokenizer: &Tokenizer, before: &str, max_tokens: usize) -> Result<Vec<u32>> {
     let tokens = tokenizer.encode(window_to_end(before, max_tokens * BYTES_PER_TOKEN_WINDOW))?;
-    Ok(tokens[tokens.len().saturating_sub(max_tokens)..].to_vec())
+    let excess = tokens.len().saturating_sub(max_tokens);
+    Ok(tokens[excess.next_multiple_of(WINDOW_STRIDE_TOKENS).min(tokens.len())..].to_vec())
 }
 
 /// The tail of `text` of at most about `max_bytes`, starting at a line start
-/// when there is one in range.
+/// when there is one in range; its start moves in steps of [`WINDOW_STRIDE_BYTES`].
 fn window_to_end(text: &str, max_bytes: usize) -> &str {
     if text.len() <= max_bytes {
         return text;
     }
-    let mut start = text.len() - max_bytes;
+    let mut start = (text.len() - max_bytes).next_multiple_of(WINDOW_STRIDE_BYTES).min(text.len());
     while !text.is_char_boundary(start) {
         start += 1;
     }
@@ -115,8 +126,31 @@ mod tests {
     fn windows_cut_at_line_starts_and_char_boundaries() {
         let text = "line one\nline two\nline three";
         assert_eq!(window_to_end(text, 100), text);
-        assert_eq!(window_to_end(text, 15), "line three");
-        assert_eq!(window_to_end("ééé", 3), "é");
         assert_eq!(window_from_start("aé", 2), "a");
+        let long = format!("{}\nlast line", "x".repeat(2 * WINDOW_STRIDE_BYTES));
+        let window = window_to_end(&long, WINDOW_STRIDE_BYTES);
+        assert_eq!(window, "last line", "the start moves to the next line start");
+        let wide = "é".repeat(WINDOW_STRIDE_BYTES);
+        assert!(wide.ends_with(window_to_end(&wide, 3)) && window_to_end(&wide, 3).len() <= 3);
+    }
+
+    #[test]
+    fn a_long_file_keeps_the_prompt_start_while_the_person_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokenizer = crate::completion::common::test_tokenizer(dir.path());
+        let budget = PromptBudget { max_tokens: 1024, suffix_share: 0.25 };
+        // 4 tokens and 8 bytes a line: far more than the window.
+        let mut text = "a b c d\n".repeat(20_000);
+        let first = build(&tokenizer, &text, text.len(), &budget, None).unwrap().tokens;
+        assert!(first.len() <= budget.max_tokens && first.len() > budget.max_tokens - WINDOW_STRIDE_TOKENS);
+        let mut kept = 0;
+        for keystroke in ["a", " ", "b", " ", "c", "\n", "d", " ", "a"] {
+            text.push_str(keystroke);
+            let next = build(&tokenizer, &text, text.len(), &budget, None).unwrap().tokens;
+            assert!(next.len() <= budget.max_tokens);
+            let common = first.iter().zip(&next).take_while(|(a, b)| a == b).count();
+            kept += usize::from(common + 1 >= first.len());
+        }
+        assert_eq!(kept, 9, "every keystroke keeps the previous prompt as the start of the next one");
     }
 }
