@@ -153,8 +153,8 @@ impl<M: TreeModel> Session<M> {
 
     /// Runs `f` on the model, keeping the cached prompt: `f` may append to the cache but must
     /// leave its first `cache_len()` entries as they were (the cost calibration measures on top
-    /// of them). What `f` appended is dropped afterwards; should `f` have cut into the cached
-    /// entries, nothing is reused.
+    /// of them; cutting in and growing back would go unnoticed). What `f` appended is dropped
+    /// afterwards; a cache that `f` left shorter than the prompt is not reused at all.
     pub fn on_top_of_cache<R>(&mut self, f: impl FnOnce(&mut M) -> R) -> R {
         let held = self.model.cache_len().min(self.cached.len());
         self.model.truncate(held);
