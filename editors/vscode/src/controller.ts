@@ -3,7 +3,7 @@
  * provider registration, the status bar and its polling, and reactions to settings changes.
  */
 import * as vscode from 'vscode';
-import { DaemonClient, DaemonStartError, ProgressValue, errorMessage } from './daemon';
+import { DaemonClient, DaemonStartError, MessageAction, ProgressValue, errorMessage } from './daemon';
 import { DocumentSync, documentFilter, documentSelector } from './documents';
 import { DidChangeConfigurationNotification, ErrorCodes, ReindexRequest, StatusRequest } from './protocol';
 import { InlineProvider, Session } from './provider';
@@ -132,6 +132,7 @@ export class Controller implements vscode.Disposable {
         clientVersion: this.version,
         log: (line) => this.log(line),
         onShowMessage: (type, message) => this.showDaemonMessage(type, message),
+        onShowMessageRequest: (type, message, actions) => this.askForDaemon(type, message, actions),
         onProgress: (_token, value) => this.onProgress(value),
         onExit: (code, signal) => this.onExit(client, code, signal),
       });
@@ -256,6 +257,20 @@ export class Controller implements vscode.Disposable {
     } else if (type === 3) {
       void vscode.window.showInformationMessage(text);
     }
+  }
+
+  /** A question of the daemon (e.g. whether to download the default model), its actions as buttons. */
+  private async askForDaemon(type: number, message: string, actions: MessageAction[]): Promise<MessageAction | null> {
+    const text = `copilotd: ${message}`;
+    const titles = actions.map((action) => action.title);
+    const show =
+      type === 1
+        ? vscode.window.showErrorMessage
+        : type === 2
+          ? vscode.window.showWarningMessage
+          : vscode.window.showInformationMessage;
+    const choice = await show(text, ...titles);
+    return actions.find((action) => action.title === choice) ?? null;
   }
 
   private async offerLog(message: string): Promise<void> {

@@ -28,6 +28,11 @@ export interface WorkspaceFolder {
   name: string;
 }
 
+/** An action of a `window/showMessageRequest`. */
+export interface MessageAction {
+  title: string;
+}
+
 export interface DaemonOptions {
   /** Binary (a path or a command found on PATH). */
   command: string;
@@ -39,6 +44,11 @@ export interface DaemonOptions {
   log: (line: string) => void;
   /** `window/showMessage` from the daemon: 1 error, 2 warning, 3 info, 4 log. */
   onShowMessage?: (type: number, message: string) => void;
+  /**
+   * `window/showMessageRequest` from the daemon (e.g. whether to download the default model): resolves to the
+   * action chosen, or null. Without it the question is shown as a message and answered with null.
+   */
+  onShowMessageRequest?: (type: number, message: string, actions: MessageAction[]) => Promise<MessageAction | null>;
   /** `$/progress` values (work-done progress of indexing). */
   onProgress?: (token: string | number, value: ProgressValue) => void;
   /** Called once when the process ends, whether asked to or not. */
@@ -185,10 +195,16 @@ export class DaemonClient {
         item.section === 'copilotd' || item.section === undefined ? options.settings : null,
       ),
     );
-    connection.onRequest('window/showMessageRequest', (params: { type: number; message: string }) => {
-      options.onShowMessage?.(params.type, params.message);
-      return null;
-    });
+    connection.onRequest(
+      'window/showMessageRequest',
+      async (params: { type: number; message: string; actions?: MessageAction[] | null }) => {
+        if (options.onShowMessageRequest) {
+          return options.onShowMessageRequest(params.type, params.message, params.actions ?? []);
+        }
+        options.onShowMessage?.(params.type, params.message);
+        return null;
+      },
+    );
     connection.onNotification('window/showMessage', (params: { type: number; message: string }) => {
       options.log(`[message] ${params.message}`);
       options.onShowMessage?.(params.type, params.message);

@@ -132,6 +132,19 @@ test('settings changes reach the daemon; disable and enable stop and start it', 
   assert.notEqual(controller.client, first);
 });
 
+test("a daemon's question shows its actions as buttons and gets the one clicked", async () => {
+  const controller = await activateWith({ path: bin });
+  const ask = new RequestType0<{ title: string } | null, void>('fake/askDownload');
+  harness.answer = 'Download';
+  assert.deepEqual(await controller.client!.request(ask), { title: 'Download' });
+  const shown = harness.messages.at(-1)!;
+  assert.equal(shown.level, 'warning');
+  assert.match(shown.text, /not downloaded yet/);
+  assert.deepEqual(shown.items, ['Download']);
+  harness.answer = undefined;
+  assert.equal(await controller.client!.request(ask), null, 'dismissed: no action');
+});
+
 test('re-index falls back to advice when the daemon lacks copilotd/reindex', async () => {
   await activateWith({ path: bin });
   await harness.commands.get('copilotd.reindex')!();

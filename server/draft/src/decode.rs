@@ -159,6 +159,24 @@ impl<M: TreeModel> Session<M> {
         &self.model
     }
 
+    /// Runs `f` on the model, keeping the cached prompt: `f` may append to the cache but must
+    /// leave its first `cache_len()` entries as they were (the cost calibration measures on top
+    /// of them; cutting in and growing back would go unnoticed). What `f` appended is dropped
+    /// afterwards; a cache that `f` left shorter than the prompt is not reused at all.
+    pub fn on_top_of_cache<R>(&mut self, f: impl FnOnce(&mut M) -> R) -> R {
+        let held = self.model.cache_len().min(self.cached.len());
+        self.model.truncate(held);
+        self.cached.truncate(held);
+        let result = f(&mut self.model);
+        if self.model.cache_len() < held {
+            self.cached.clear();
+            self.model.truncate(0);
+        } else {
+            self.model.truncate(held);
+        }
+        result
+    }
+
     pub fn model_mut(&mut self) -> &mut M {
         // Direct model access invalidates what we know of the cache.
         self.cached.clear();

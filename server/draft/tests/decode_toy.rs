@@ -89,6 +89,30 @@ fn prompt_prefix_is_reused_and_output_is_unchanged() {
     assert_eq!(again, first);
 }
 
+fn generate_plain(session: &mut Session<ToyModel>, prompt: &[u32]) -> copilotd_draft::decode::Generation {
+    let mut never = |_: &[u32]| false;
+    let hooks = DecodeHooks { stop: &mut never, cancel: &CancelToken::new() };
+    session.generate(prompt, &options(10), None, &mut FixedBudget { nodes: 0, depth: 0 }, hooks).unwrap()
+}
+
+#[test]
+fn work_on_top_of_the_cache_keeps_the_prompt_reusable() {
+    let prompt: Vec<u32> = (0..30).map(|i| (i * 5 % VOCAB) as u32).collect();
+    let (reference, _) = run(&mut Session::new(ToyModel::default()), &prompt, &options(10), None);
+    let mut session = Session::new(ToyModel::default());
+    generate_plain(&mut session, &prompt);
+    // Appending (as the cost calibration does) keeps the cached prompt.
+    session.on_top_of_cache(|model| model.prefill(&[1, 2, 3, 4]).map(drop)).unwrap();
+    let again = generate_plain(&mut session, &prompt);
+    assert_eq!(again.stats.reused_tokens, prompt.len() - 1);
+    assert_eq!(again.tokens, reference);
+    // A cache left shorter than the prompt leaves nothing to reuse, and the output is still right.
+    session.on_top_of_cache(|model| model.truncate(3));
+    let after_cut = generate_plain(&mut session, &prompt);
+    assert_eq!(after_cut.stats.reused_tokens, 0);
+    assert_eq!(after_cut.tokens, reference);
+}
+
 #[test]
 fn stop_rule_end_tokens_and_cancellation() {
     let prompt = [3, 1, 4, 1, 5];

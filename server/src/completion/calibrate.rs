@@ -65,7 +65,9 @@ pub enum Calibration {
 }
 
 /// `measure` at several cache lengths, extending one prefill from the
-/// shortest to the longest, until `interrupt` says stop. Leaves the model's cache empty.
+/// shortest to the longest, until `interrupt` says stop. What the cache held before stays:
+/// the lengths start above it when it is longer than the first (the cost depends on the
+/// length, not on the text), and the cache is cut back to it at the end.
 fn measure_lengths(
     model: &mut Model,
     caches: &[usize],
@@ -73,21 +75,34 @@ fn measure_lengths(
     repeats: usize,
     interrupt: &dyn Fn() -> bool,
 ) -> Result<Calibration> {
-    model.truncate(0);
+    let held = model.cache_len();
+    let largest = nodes.iter().copied().max().unwrap_or(1);
+    let lengths = lengths_above(caches, held);
+    if held > 0 && lengths.last().is_some_and(|&last| last + largest > model.info().context_length) {
+        // No room above the cached prompt: measure from an empty cache.
+        model.truncate(0);
+        return measure_lengths(model, caches, nodes, repeats, interrupt);
+    }
     let mut curves = Vec::new();
     let mut disturbed = false;
-    for &cache in caches {
+    for cache in lengths {
         let Some(times) = measure_on_cache(model, cache, nodes, repeats, interrupt)? else {
-            model.truncate(0);
+            model.truncate(held);
             return Ok(Calibration::Interrupted);
         };
         disturbed |= is_disturbed(&times);
         let curve = CostCurve::new(medians(nodes, &times)).context("calibration measured no usable times")?;
         curves.push((cache, curve));
     }
-    model.truncate(0);
+    model.truncate(held);
     let cost = CostModel::new(curves).context("no cache length to calibrate at")?;
     Ok(if disturbed { Calibration::Disturbed(cost) } else { Calibration::Done(cost) })
+}
+
+/// The calibration lengths moved above `held` cached tokens, keeping their spacing.
+fn lengths_above(caches: &[usize], held: usize) -> Vec<usize> {
+    let shift = caches.first().map_or(0, |&first| held.saturating_sub(first));
+    caches.iter().map(|&cache| cache + shift).collect()
 }
 
 /// The median time of each node count.
@@ -252,6 +267,13 @@ mod tests {
         let busy = vec![quiet[0].clone(), vec![20.0, 41.0, 20.5, 44.0, 39.0, 20.2, 42.0]];
         assert!(is_disturbed(&busy));
         assert_eq!(medians(&[1, 2], &quiet), vec![(1, 10.0), (2, 20.2)]);
+    }
+
+    #[test]
+    fn calibration_lengths_start_above_the_cached_prompt() {
+        assert_eq!(lengths_above(&CALIBRATION_CACHES, 0), vec![256, 2048]);
+        assert_eq!(lengths_above(&CALIBRATION_CACHES, 256), vec![256, 2048]);
+        assert_eq!(lengths_above(&CALIBRATION_CACHES, 900), vec![900, 2692]);
     }
 
     #[test]

@@ -282,7 +282,8 @@ impl Completer {
     /// Measures the cost curve (or reads it from the cache) until `interrupt` says stop,
     /// checked between forward passes. A disturbed measurement is used until a better one.
     pub fn calibrate_until(&mut self, interrupt: &dyn Fn() -> bool) -> Result<Calibration, CompletionError> {
-        let calibration = calibrate::calibrate(&mut self.session.model_mut().0, interrupt)?;
+        // Measured on top of the cached prompt, which the next request reuses.
+        let calibration = self.session.on_top_of_cache(|model| calibrate::calibrate(&mut model.0, interrupt))?;
         if let Calibration::Done(cost) | Calibration::Disturbed(cost) = &calibration {
             self.cost_model = Some(cost.clone());
         }

@@ -8,6 +8,20 @@ use copilotd_model::{FimTokens, Tokenizer};
 /// Bytes of text considered per prompt token before tokenizing; enough for
 /// code (about 3-4 bytes per token) while bounding the work on huge files.
 const BYTES_PER_TOKEN_WINDOW: usize = 8;
+/// In a text longer than the prefix window, the window's start moves by this many bytes at a
+/// time: typing at the cursor leaves it in place until the text before the cursor grew this much.
+const WINDOW_STRIDE_BYTES: usize = 4096;
+/// Tokens dropped at a time from the front of a prefix over its budget. With the stable start,
+/// consecutive prompts in a long file keep their leading tokens, and the model the KV cache of
+/// the previous one; dropping exactly the excess would shift the whole prompt by a token or two
+/// per keystroke, so every request in a long file would prefill the full window again.
+const WINDOW_STRIDE_TOKENS: usize = 256;
+
+/// The stride for a prefix budget of `max_tokens`: [`WINDOW_STRIDE_TOKENS`], or a quarter of
+/// a smaller budget (a stride as long as the budget would leave no prefix at all).
+fn window_stride(max_tokens: usize) -> usize {
+    (max_tokens / 4).clamp(1, WINDOW_STRIDE_TOKENS)
+}
 
 /// Prompt settings.
 #[derive(Clone, Copy, Debug)]
@@ -81,22 +95,25 @@ pub fn build(
     Ok(Prompt { tokens: prompt, healed: String::new() })
 }
 
-/// The last `max_tokens` tokens of the text before the cursor, with a space before that
-/// text when `space_first` (CodeLlama's FIM prefix).
+/// The last tokens of the text before the cursor, at most `max_tokens`, with a space before
+/// that text when `space_first` (CodeLlama's FIM prefix); the excess is dropped from the
+/// front in steps of [`window_stride`].
 fn prefix_tokens(tokenizer: &Tokenizer, before: &str, max_tokens: usize, space_first: bool) -> Result<Vec<u32>> {
     let window = window_to_end(before, max_tokens * BYTES_PER_TOKEN_WINDOW);
-    let mut tokens = if space_first { tokenizer.encode(&format!(" {window}"))? } else { tokenizer.encode(window)? };
-    tokens.drain(..tokens.len().saturating_sub(max_tokens));
-    Ok(tokens)
+    let tokens = if space_first { tokenizer.encode(&format!(" {window}"))? } else { tokenizer.encode(window)? };
+    let excess = tokens.len().saturating_sub(max_tokens);
+    Ok(tokens[excess.next_multiple_of(window_stride(max_tokens)).min(tokens.len())..].to_vec())
 }
 
 /// The tail of `text` of at most about `max_bytes`, starting at a line start
-/// when there is one in range.
+/// when there is one in range; its start moves in steps of [`WINDOW_STRIDE_BYTES`] (of a
+/// quarter of a smaller window).
 fn window_to_end(text: &str, max_bytes: usize) -> &str {
     if text.len() <= max_bytes {
         return text;
     }
-    let mut start = text.len() - max_bytes;
+    let stride = (max_bytes / 4).clamp(1, WINDOW_STRIDE_BYTES);
+    let mut start = (text.len() - max_bytes).next_multiple_of(stride).min(text.len());
     while !text.is_char_boundary(start) {
         start += 1;
     }
@@ -218,12 +235,16 @@ mod tests {
             let text = format!("{before}{after}");
             let budget = PromptBudget { max_tokens: 64, suffix_share: 0.25 };
             let prompt = build(&tok, &text, before.len(), &budget, Some(&fim)).unwrap().tokens;
-            // Both sides longer than the window: the suffix gets its 16, the prefix the rest.
-            assert_eq!(prompt.len(), 64, "{family_:?}");
+            // Both sides longer than the window: the suffix gets its 16, the prefix the rest
+            // (less what its stride drops).
+            let prefix_budget = 64 - 16 - fixed;
+            let stride = window_stride(prefix_budget);
             let at = |t: u32| prompt.iter().position(|&x| x == t).unwrap();
             let (suffix_at, middle_at) = (at(fim.suffix), at(fim.middle));
             assert_eq!(middle_at - suffix_at - 1, 16, "{family_:?}");
-            assert_eq!(suffix_at - at(fim.prefix) - 1, 64 - 16 - fixed, "{family_:?}");
+            let prefix_len = suffix_at - at(fim.prefix) - 1;
+            assert!(prefix_len <= prefix_budget && prefix_len + stride > prefix_budget, "{family_:?}: {prefix_len}");
+            assert_eq!(prompt.len(), 64 - (prefix_budget - prefix_len), "{family_:?}");
             // The suffix is the head of the text after the cursor, the prefix the tail before it.
             assert_eq!(prompt[suffix_at + 1..middle_at], tok.encode(&after).unwrap()[..16]);
             let tail = tok.encode(&before).unwrap();
@@ -232,8 +253,9 @@ mod tests {
             let short = format!("{before}pass\n");
             let prompt = build(&tok, &short, before.len(), &budget, Some(&fim)).unwrap().tokens;
             let suffix_len = tok.encode("pass\n").unwrap().len();
-            assert_eq!(prompt.len(), 64, "{family_:?}");
-            assert_eq!(prompt.iter().position(|&x| x == fim.middle).unwrap(), 63);
+            let stride = window_stride(64 - suffix_len - fixed);
+            assert!(prompt.len() <= 64 && prompt.len() + stride > 64, "{family_:?}: {}", prompt.len());
+            assert_eq!(prompt.iter().position(|&x| x == fim.middle).unwrap(), prompt.len() - 1);
             assert!(suffix_len < 16);
         }
     }
@@ -242,8 +264,31 @@ mod tests {
     fn windows_cut_at_line_starts_and_char_boundaries() {
         let text = "line one\nline two\nline three";
         assert_eq!(window_to_end(text, 100), text);
-        assert_eq!(window_to_end(text, 15), "line three");
-        assert_eq!(window_to_end("ééé", 3), "é");
         assert_eq!(window_from_start("aé", 2), "a");
+        let long = format!("{}\nlast line", "x".repeat(2 * WINDOW_STRIDE_BYTES));
+        let window = window_to_end(&long, WINDOW_STRIDE_BYTES);
+        assert_eq!(window, "last line", "the start moves to the next line start");
+        let wide = "é".repeat(WINDOW_STRIDE_BYTES);
+        assert!(wide.ends_with(window_to_end(&wide, 3)) && window_to_end(&wide, 3).len() <= 3);
+    }
+
+    #[test]
+    fn a_long_file_keeps_the_prompt_start_while_the_person_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokenizer = crate::completion::common::test_tokenizer(dir.path());
+        let budget = PromptBudget { max_tokens: 1024, suffix_share: 0.25 };
+        // 4 tokens and 8 bytes a line: far more than the window.
+        let mut text = "a b c d\n".repeat(20_000);
+        let first = build(&tokenizer, &text, text.len(), &budget, None).unwrap().tokens;
+        assert!(first.len() <= budget.max_tokens && first.len() > budget.max_tokens - WINDOW_STRIDE_TOKENS);
+        let mut kept = 0;
+        for keystroke in ["a", " ", "b", " ", "c", "\n", "d", " ", "a"] {
+            text.push_str(keystroke);
+            let next = build(&tokenizer, &text, text.len(), &budget, None).unwrap().tokens;
+            assert!(next.len() <= budget.max_tokens);
+            let common = first.iter().zip(&next).take_while(|(a, b)| a == b).count();
+            kept += usize::from(common + 1 >= first.len());
+        }
+        assert_eq!(kept, 9, "every keystroke keeps the previous prompt as the start of the next one");
     }
 }

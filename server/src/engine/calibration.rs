@@ -112,6 +112,11 @@ pub async fn run(completer: Weak<tokio::sync::Mutex<Completer>>, control: Weak<C
             continue;
         }
         let guard = completer.lock_owned().await;
+        // A request may have held the model meanwhile: the quiet moment starts after it.
+        if let Some(wait) = shared.idle_in() {
+            pause = wait;
+            continue;
+        }
         shared.set_state(CalibrationState::Measuring);
         let measuring = Arc::clone(&shared);
         let outcome = tokio::task::spawn_blocking(move || {

@@ -124,6 +124,14 @@ connection.onRequest('copilotd/status', () => ({
 /** Test hooks: the messages received so far, and a way to crash. */
 connection.onRequest('fake/received', () => received);
 connection.onRequest('fake/crash', () => process.exit(7));
+/** Asks the editor what the daemon asks when the default model is missing; answers with the action chosen. */
+connection.onRequest('fake/askDownload', () =>
+  connection.sendRequest('window/showMessageRequest', {
+    type: 2,
+    message: 'the default model is not downloaded yet. Download it?',
+    actions: [{ title: 'Download' }],
+  }),
+);
 
 connection.onRequest('shutdown', () => null);
 connection.onNotification('exit', () => process.exit(0));

@@ -213,7 +213,9 @@ export const harness = {
   configChanged: new EventEmitter<{ affectsConfiguration: (section: string) => boolean }>(),
   providers: [] as { selector: unknown; provider: ProviderLike }[],
   commands: new Map<string, (...args: unknown[]) => unknown>(),
-  messages: [] as { level: 'error' | 'warning' | 'info'; text: string }[],
+  messages: [] as { level: 'error' | 'warning' | 'info'; text: string; items: string[] }[],
+  /** The button the person clicks on the next message that has buttons. */
+  answer: undefined as string | undefined,
   statusItems: [] as StatusBarItem[],
   outputs: [] as OutputChannel[],
   outputShown: false,
@@ -226,6 +228,7 @@ export const harness = {
     this.providers = [];
     this.commands.clear();
     this.messages = [];
+    this.answer = undefined;
     this.statusItems = [];
     this.outputs = [];
     this.outputShown = false;
@@ -301,9 +304,9 @@ export const workspace = {
 };
 
 function message(level: 'error' | 'warning' | 'info') {
-  return (text: string): Promise<string | undefined> => {
-    harness.messages.push({ level, text });
-    return Promise.resolve(undefined);
+  return (text: string, ...items: string[]): Promise<string | undefined> => {
+    harness.messages.push({ level, text, items });
+    return Promise.resolve(items.length > 0 ? harness.answer : undefined);
   };
 }
 
