@@ -4,7 +4,7 @@
 
 use copilotd_draft::budget::FixedBudget;
 use copilotd_draft::cancel::{CancelToken, Cancelled};
-use copilotd_draft::decode::{DecodeError, DecodeHooks, DecodeOptions, Session, StopReason};
+use copilotd_draft::decode::{DecodeError, DecodeHooks, DecodeOptions, Session, StopReason, TreeModel};
 use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::verify::SamplingParams;
