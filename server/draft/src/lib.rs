@@ -13,6 +13,7 @@ pub mod fastcoder;
 pub mod missing;
 pub mod pld;
 pub mod pref_cache;
+pub mod spectra;
 pub mod tree;
 pub mod verify;
 

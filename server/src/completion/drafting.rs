@@ -11,6 +11,7 @@ use copilotd_draft::drafter::Drafter;
 use copilotd_draft::fastcoder::{FastCoderConfig, FastCoderDrafter, LineStartFn};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::pref_cache::PreferenceCache;
+use copilotd_draft::spectra::{SharedDictionaries, SpectraConfig, SpectraDrafter};
 use copilotd_model::Tokenizer;
 use std::sync::{Arc, Mutex};
 
@@ -36,16 +37,19 @@ impl Default for BudgetSettings {
     }
 }
 
-/// The stores, the cache and the budget policy that drafting uses. They
-/// live as long as the engine: an editor session is one long generation,
-/// and both the preference cache and the acceptance statistics of the
-/// budget keep learning across requests.
+/// The stores, the cache, SPECTRA-CORE's dictionaries and the budget policy
+/// that drafting uses. They live as long as the engine (one workspace): an
+/// editor session is one long generation, and the preference cache, the
+/// n-gram dictionaries and the acceptance statistics of the budget keep
+/// learning across requests.
 pub struct DraftSources {
     pub repository: Option<SharedStore>,
     pub common: Option<Arc<CommonStore>>,
     pub cache: Arc<Mutex<PreferenceCache>>,
     pub fastcoder: FastCoderConfig,
     pub budget: BudgetSettings,
+    /// SPECTRA-CORE's settings and dictionaries; `None`: internal speculation off.
+    internal: Option<(SpectraConfig, SharedDictionaries)>,
     /// Created at the first drafting request, once the cost model is known.
     cost_aware: Option<CostAwareBudget>,
 }
@@ -58,8 +62,16 @@ impl DraftSources {
             cache: Arc::new(Mutex::new(PreferenceCache::new(fastcoder.cache))),
             fastcoder,
             budget,
+            internal: Some((SpectraConfig::default(), SpectraConfig::default().dictionaries())),
             cost_aware: None,
         }
+    }
+
+    /// These sources with SPECTRA-CORE set up as `spectra` (empty
+    /// dictionaries), or without internal speculation (`None`).
+    pub fn with_spectra(mut self, spectra: Option<SpectraConfig>) -> Self {
+        self.internal = spectra.map(|config| (config, config.dictionaries()));
+        self
     }
 
     /// Whether `budget_policy` needs a cost model it does not have yet.
@@ -82,10 +94,14 @@ impl DraftSources {
     }
 
     /// The drafter for one request, from the strategy's sources (`Strategy::sources`);
-    /// `None` for plain decoding. Several sources are combined, FastCoder's first.
+    /// `None` for plain decoding. Several sources are combined, the internal
+    /// guesses first (as SPECTRA does), then FastCoder's, then prompt lookup's.
     pub fn drafter(&self, strategy: Strategy, tokenizer: &Tokenizer) -> Result<Option<Box<dyn Drafter>>> {
         let sources = strategy.sources();
         let mut drafters: Vec<Box<dyn Drafter>> = Vec::new();
+        if let Some((config, dictionaries)) = self.internal.as_ref().filter(|_| sources.internal) {
+            drafters.push(Box::new(SpectraDrafter::new(*config, dictionaries.clone())));
+        }
         if sources.common && !sources.repository {
             if self.common.is_none() {
                 bail!("strategy '{strategy}' needs the common datastore (copilotd datastore build-common)");
@@ -152,7 +168,7 @@ mod tests {
         assert!(sources.drafter(Strategy::Pld, &tokenizer).unwrap().is_some());
         let error = sources.drafter(Strategy::Rest, &tokenizer).err().unwrap().to_string();
         assert!(error.contains("strategy 'rest' needs the common datastore"), "{error}");
-        for strategy in [Strategy::FastCoder, Strategy::Auto] {
+        for strategy in [Strategy::FastCoder, Strategy::Spectra, Strategy::Auto] {
             assert!(sources.drafter(strategy, &tokenizer).unwrap().is_some(), "{strategy}");
         }
     }
