@@ -6,7 +6,6 @@
 
 use crate::repo::Variant;
 use anyhow::{bail, ensure, Context, Result};
-use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_draft::spectra::{SpectraConfig, MAX_NGRAM};
 use copilotd_server::completion::drafting::BudgetSettings;
 use copilotd_server::completion::Strategy;
@@ -183,6 +182,7 @@ pub fn variants(sweeps: &[Sweep], budget: BudgetSettings) -> Vec<Variant> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use copilotd_draft::fastcoder::FastCoderConfig;
 
     fn error(text: &str) -> String {
         format!("{:#}", text.parse::<Sweep>().unwrap_err())
