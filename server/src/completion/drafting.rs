@@ -1,6 +1,6 @@
 //! The drafting sources of the engine and the drafter each strategy uses.
 
-use super::Strategy;
+use super::{acceptance, Strategy};
 use crate::syntax::LineStartOracle;
 use crate::workspace::SharedStore;
 use anyhow::{bail, Result};
@@ -13,6 +13,7 @@ use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::pref_cache::PreferenceCache;
 use copilotd_draft::spectra::{SharedDictionaries, SpectraConfig, SpectraDrafter};
 use copilotd_model::Tokenizer;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// Tokens decoded to check whether the context ends on a blank line before
@@ -52,6 +53,9 @@ pub struct DraftSources {
     internal: Option<(SpectraConfig, SharedDictionaries)>,
     /// Created at the first drafting request, once the cost model is known.
     cost_aware: Option<CostAwareBudget>,
+    /// Where the budget's acceptance counts are kept across processes (the
+    /// engine's own sources; `None`: learned in this process only).
+    pub acceptance_file: Option<PathBuf>,
 }
 
 impl DraftSources {
@@ -64,6 +68,7 @@ impl DraftSources {
             budget,
             internal: Some((SpectraConfig::default(), SpectraConfig::default().dictionaries())),
             cost_aware: None,
+            acceptance_file: None,
         }
     }
 
@@ -79,8 +84,23 @@ impl DraftSources {
         self.budget.cost_aware && self.cost_aware.is_none()
     }
 
+    /// Creates the cost-aware budget, starting from the acceptance counts
+    /// kept earlier if there are any.
     pub fn set_cost_model(&mut self, cost: CostModel) {
-        self.cost_aware = Some(CostAwareBudget::new(cost, self.budget.max_nodes, self.budget.max_depth));
+        let mut policy = CostAwareBudget::new(cost, self.budget.max_nodes, self.budget.max_depth);
+        if let Some(counts) = self.acceptance_file.as_deref().and_then(acceptance::load) {
+            if !policy.restore(counts) {
+                tracing::warn!("the kept acceptance counts do not fit this budget; starting from zero");
+            }
+        }
+        self.cost_aware = Some(policy);
+    }
+
+    /// Keeps what the cost-aware budget learned (when it has a file to keep it in).
+    pub fn save_acceptance(&self) {
+        if let (Some(path), Some(policy)) = (&self.acceptance_file, &self.cost_aware) {
+            acceptance::save(path, &policy.counts());
+        }
     }
 
     /// The budget policy for the next request. `fixed` is used when the
