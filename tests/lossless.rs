@@ -1,8 +1,9 @@
 //! Lossless speculative decoding with the real default model: on real
-//! Python prompts, prompt lookup and a branching drafter (right and wrong
-//! branches mixed, depth >= 4) give exactly the tokens of plain greedy
-//! decoding, and sampling with drafts follows the distribution of plain
-//! sampling.
+//! Python prompts, prompt lookup, SPECTRA-CORE and a branching drafter
+//! (right and wrong branches mixed, depth >= 4) give exactly the tokens of
+//! plain greedy decoding, and so do the `spectra` and `auto` strategies of
+//! the completer with their cost-aware budget; sampling with drafts follows
+//! the distribution of plain sampling.
 
 mod stdlib_prompts;
 
@@ -12,9 +13,12 @@ use copilotd_draft::decode::TreeModel;
 use copilotd_draft::decode::{DecodeHooks, DecodeOptions, Session};
 use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
+use copilotd_draft::spectra::{SpectraConfig, SpectraDrafter};
 use copilotd_draft::verify::{self, SamplingParams};
 use copilotd_model::{LoadOptions, Model};
+use copilotd_server::completion::drafting::DraftSources;
 use copilotd_server::completion::model_adapter::LoadedModel;
+use copilotd_server::completion::{Completer, CompletionRequest, EngineSettings, Sampling, Strategy};
 use copilotd_test_support::{chi_square, model_path};
 use std::collections::BTreeMap;
 
@@ -74,7 +78,9 @@ fn speculative_greedy_equals_autoregressive_on_real_prompts() {
 
     let prompts = stdlib_prompts::function_body_prompts(PROMPTS, 4);
     assert_eq!(prompts.len(), PROMPTS, "not enough stdlib prompts found");
-    let (mut pld_steps, mut oracle_steps, mut ar_steps) = (0, 0, 0);
+    let (mut pld_steps, mut spectra_steps, mut oracle_steps, mut ar_steps) = (0, 0, 0, 0);
+    // SPECTRA's dictionaries carry over from prompt to prompt, as in the daemon.
+    let dictionaries = SpectraConfig::default().dictionaries();
     let mut mismatches = Vec::new();
     for (module, text) in &prompts {
         let tokens = tokenizer.encode(text).unwrap();
@@ -85,10 +91,13 @@ fn speculative_greedy_equals_autoregressive_on_real_prompts() {
 
         let (pld, steps) = generate(&mut session, prompt, &options, Some(&mut PromptLookup::default()));
         pld_steps += steps;
+        let mut spectra_drafter = SpectraDrafter::new(SpectraConfig::default(), dictionaries.clone());
+        let (spectra, steps) = generate(&mut session, prompt, &options, Some(&mut spectra_drafter));
+        spectra_steps += steps;
         let mut oracle = BranchingOracle { truth: reference.clone(), prompt_len: prompt.len(), vocab };
         let (branching, steps) = generate(&mut session, prompt, &options, Some(&mut oracle));
         oracle_steps += steps;
-        for (name, output) in [("pld", &pld), ("branching", &branching)] {
+        for (name, output) in [("pld", &pld), ("spectra", &spectra), ("branching", &branching)] {
             if let Some(at) = output.iter().zip(&reference).position(|(a, b)| a != b) {
                 mismatches.push(format!("{module}: {name} differs from ar at token {at}"));
             } else if output.len() != reference.len() {
@@ -96,8 +105,12 @@ fn speculative_greedy_equals_autoregressive_on_real_prompts() {
             }
         }
     }
-    eprintln!("forward steps over {PROMPTS} prompts: ar {ar_steps}, pld {pld_steps}, branching {oracle_steps}");
+    eprintln!(
+        "forward steps over {PROMPTS} prompts: ar {ar_steps}, pld {pld_steps}, spectra {spectra_steps}, \
+         branching {oracle_steps}"
+    );
     assert!(mismatches.is_empty(), "lossless violated:\n{}", mismatches.join("\n"));
+    assert!(spectra_steps < ar_steps, "SPECTRA's drafts were never accepted: {spectra_steps} vs {ar_steps} steps");
     // The branching drafter always holds the right path: it must be accepted.
     assert!(oracle_steps * 3 < ar_steps, "right branches were not accepted: {oracle_steps} vs {ar_steps} steps");
 }
@@ -194,4 +207,50 @@ fn speculative_sampling_has_the_distribution_of_plain_sampling() {
     );
     assert!(!test.rejects(), "drafted sampling differs from plain sampling: {test:?}");
     assert!(accepted > 0 && rejected > 0, "drafts must be both accepted and rejected: {accepted}, {rejected}");
+}
+
+/// The completer's strategies, each with its own sources kept across prompts
+/// (as in an editor session), against `ar` on the same prompts.
+#[test]
+fn spectra_and_auto_completions_equal_autoregressive() {
+    let settings = EngineSettings { model: Some(model_path()), ..EngineSettings::default() };
+    let mut completer = Completer::load(&settings).expect("model loads");
+    let strategies = [Strategy::Ar, Strategy::Spectra, Strategy::Auto];
+    let mut sources: Vec<DraftSources> =
+        strategies.iter().map(|_| DraftSources::new(settings.fastcoder.clone(), settings.budget)).collect();
+    let (mut tokens, mut steps) = ([0usize; 3], [0usize; 3]);
+    let mut mismatches = Vec::new();
+    for (module, text) in &stdlib_prompts::function_body_prompts(12, 4) {
+        let request = CompletionRequest {
+            text,
+            cursor: text.len(),
+            path: Some("module.py"),
+            max_tokens: 64,
+            strategy: Strategy::Ar,
+            sampling: Sampling::GREEDY,
+        };
+        let mut outputs = Vec::new();
+        for (i, (strategy, sources)) in strategies.iter().zip(sources.iter_mut()).enumerate() {
+            let request = CompletionRequest { strategy: *strategy, ..request };
+            let completion = completer.complete_with(sources, &request, &CancelToken::new()).expect("completes");
+            tokens[i] += completion.stats.new_tokens;
+            steps[i] += completion.stats.forward_steps;
+            outputs.push(completion.tokens);
+        }
+        for (strategy, output) in strategies.iter().zip(&outputs).skip(1) {
+            if output != &outputs[0] {
+                mismatches.push(format!("{module}: {strategy} differs from ar"));
+            }
+        }
+    }
+    eprintln!(
+        "tokens / forward steps: ar {}/{}, spectra {}/{}, auto {}/{}",
+        tokens[0], steps[0], tokens[1], steps[1], tokens[2], steps[2]
+    );
+    assert!(mismatches.is_empty(), "lossless violated:\n{}", mismatches.join("\n"));
+    assert!(tokens[0] >= 200, "too few tokens to compare: {}", tokens[0]);
+    assert!(
+        steps[1] < tokens[1] && steps[2] < tokens[2],
+        "no draft was ever accepted: {steps:?} steps, {tokens:?} tokens"
+    );
 }

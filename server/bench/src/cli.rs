@@ -96,13 +96,15 @@ pub struct RepoArgs {
     /// Strategies compared with `ar` (which always runs first).
     #[arg(long, value_delimiter = ',', default_value = "pld,fastcoder", value_parser = parse::<Strategy>)]
     strategies: Vec<Strategy>,
-    /// Also run FastCoder with each component switched off in turn.
+    /// Also run FastCoder with each component switched off in turn, and
+    /// `auto` without internal speculation.
     #[arg(long)]
     ablations: bool,
-    /// Also run one FastCoder variant per value of a parameter, the others at
-    /// their defaults (repeatable). NAME: alpha, beta, cache_weight, delta
+    /// Also run one variant per value of a parameter, the others at their
+    /// defaults (repeatable). FastCoder's: alpha, beta, cache_weight, delta
     /// (the cache's activation threshold δ), p (line-start retrieval
-    /// probability) or nodes (every tree verified at this fixed size).
+    /// probability); SPECTRA's: tau, ngram, backward_len, and spectra_weight
+    /// (run with auto); nodes: every FastCoder tree verified at this fixed size.
     #[arg(long = "sweep", value_name = "NAME=V1,V2,...", value_parser = parse_sweep)]
     sweeps: Vec<Sweep>,
     /// Also run each strategy that reads the common store with the
@@ -197,7 +199,8 @@ fn cost_curve(args: &CostCurveArgs) -> Result<()> {
     Ok(())
 }
 
-/// FastCoder with each component switched off in turn (FastCoder Table II).
+/// FastCoder with each component switched off in turn (FastCoder Table II),
+/// and `auto` without SPECTRA-CORE's internal speculation.
 fn ablations(budget: BudgetSettings) -> Vec<Variant> {
     let base = FastCoderConfig::default;
     let fixed = BudgetSettings { cost_aware: false, ..budget };
@@ -211,11 +214,14 @@ fn ablations(budget: BudgetSettings) -> Vec<Variant> {
     .into_iter()
     .map(|(label, fastcoder, budget)| Variant {
         label: label.to_string(),
-        strategy: Strategy::FastCoder,
         fastcoder,
-        budget,
-        common: None,
+        ..Variant::plain(Strategy::FastCoder, budget)
     })
+    .chain(std::iter::once(Variant {
+        label: "auto -internal speculation".to_string(),
+        spectra: None,
+        ..Variant::plain(Strategy::Auto, budget)
+    }))
     .collect()
 }
 

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
+use copilotd_draft::spectra::SpectraConfig;
 use copilotd_server::completion::drafting::{BudgetSettings, DraftSources};
 use copilotd_server::completion::{Completer, CompletionRequest, CompletionStats, Sampling, Strategy};
 use copilotd_server::workspace::{index_workspace, WalkConfig};
@@ -24,11 +25,20 @@ pub struct Variant {
     pub budget: BudgetSettings,
     /// A common store used instead of [`RepoBench::common`] (the CREST check).
     pub common: Option<Arc<CommonStore>>,
+    /// SPECTRA-CORE's settings; `None`: no internal speculation (an ablation).
+    pub spectra: Option<SpectraConfig>,
 }
 
 impl Variant {
     pub fn plain(strategy: Strategy, budget: BudgetSettings) -> Variant {
-        Variant { label: strategy.to_string(), strategy, fastcoder: FastCoderConfig::default(), budget, common: None }
+        Variant {
+            label: strategy.to_string(),
+            strategy,
+            fastcoder: FastCoderConfig::default(),
+            budget,
+            common: None,
+            spectra: Some(SpectraConfig::default()),
+        }
     }
 }
 
@@ -79,7 +89,7 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
             .variants
             .iter()
             .map(|v| {
-                let mut sources = DraftSources::new(v.fastcoder.clone(), v.budget);
+                let mut sources = DraftSources::new(v.fastcoder.clone(), v.budget).with_spectra(v.spectra);
                 sources.repository = vec![store.clone()];
                 sources.common = v.common.clone().or_else(|| bench.common.clone());
                 sources

@@ -153,6 +153,33 @@ impl CostAwareBudget {
     }
 }
 
+/// What a cost-aware budget learned: per bucket, the nodes verified with an
+/// accepted parent and how many of them were accepted. Carried from one
+/// process to the next so a fresh one does not start from zero.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AcceptanceCounts {
+    pub accepted: Vec<f64>,
+    pub tried: Vec<f64>,
+}
+
+impl CostAwareBudget {
+    pub fn counts(&self) -> AcceptanceCounts {
+        AcceptanceCounts { accepted: self.accepted.clone(), tried: self.tried.clone() }
+    }
+
+    /// Continues from counts learned earlier. `false` (and nothing changed)
+    /// when they do not fit this budget's buckets or are not counts.
+    pub fn restore(&mut self, counts: AcceptanceCounts) -> bool {
+        let fits = counts.accepted.len() == BUCKETS
+            && counts.tried.len() == BUCKETS
+            && counts.accepted.iter().zip(&counts.tried).all(|(&a, &t)| a.is_finite() && a >= 0.0 && t >= a);
+        if fits {
+            (self.accepted, self.tried) = (counts.accepted, counts.tried);
+        }
+        fits
+    }
+}
+
 /// Draft nodes the cost-aware budget ranks, per node it may verify: the pool
 /// is built by weight, the verified nodes are chosen from it by their chance
 /// to be accepted, so a source with many heavy but unlikely nodes cannot
@@ -329,6 +356,32 @@ mod tests {
         let (likely, selected) = accept_only(&mut budget, &tree, Source::Repository);
         assert_eq!(likely.len(), 2, "the light branch is in the pool");
         assert_eq!(selected, likely);
+    }
+
+    #[test]
+    fn restored_counts_give_the_choices_they_were_learned_with() {
+        let mut trained = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
+        let tree = chain(&[1, 2, 3]);
+        for _ in 0..50 {
+            trained.observe(&tree, &[0]);
+        }
+        let mut fresh = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
+        assert!(!fresh.select(&tree, 256).is_empty());
+        assert!(fresh.restore(trained.counts()));
+        assert!(fresh.select(&tree, 256).is_empty());
+        assert_eq!(fresh.counts(), trained.counts());
+    }
+
+    #[test]
+    fn counts_of_another_layout_or_impossible_ones_are_refused() {
+        let mut budget = budget(vec![(1, 10.0), (8, 40.0)], 8, 8);
+        let before = budget.counts();
+        let short = AcceptanceCounts { accepted: vec![0.0; 3], tried: vec![1.0; 3] };
+        assert!(!budget.restore(short));
+        let mut impossible = before.clone();
+        impossible.accepted[0] = 5.0;
+        assert!(!budget.restore(impossible), "more accepted than tried");
+        assert_eq!(budget.counts(), before);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Several drafting sources as one: every source proposes, and the draft
-//! tree merges their candidates by weight.
+//! tree merges their candidates by weight; on equal weights, the
+//! candidates of the drafter listed first come first.
 
-use crate::drafter::{AcceptedDraft, Candidate, Drafter};
+use crate::drafter::{AcceptedDraft, Candidate, Drafter, VerifiedStep};
 
 /// Drafters whose candidates are pooled.
 pub struct Combined {
@@ -24,6 +25,12 @@ impl Drafter for Combined {
     fn observe(&mut self, context: &[u32], produced: &[u32], accepted: Option<&AcceptedDraft>) {
         for drafter in &mut self.drafters {
             drafter.observe(context, produced, accepted);
+        }
+    }
+
+    fn observe_verified(&mut self, context: &[u32], step: &VerifiedStep<'_>) {
+        for drafter in &mut self.drafters {
+            drafter.observe_verified(context, step);
         }
     }
 }

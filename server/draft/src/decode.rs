@@ -4,7 +4,7 @@
 
 use crate::budget::BudgetPolicy;
 use crate::cancel::{CancelToken, Cancelled};
-use crate::drafter::{AcceptedDraft, Candidate, Drafter};
+use crate::drafter::{AcceptedDraft, Candidate, Drafter, VerifiedStep};
 use crate::tree::{self, DraftTree};
 use crate::verify::{self, SamplingParams};
 use anyhow::Result;
@@ -58,7 +58,8 @@ pub struct DecodeStats {
     pub tree_nodes: usize,
     pub prefill_ms: f64,
     pub decode_ms: f64,
-    /// Time spent building drafts; part of `decode_ms`.
+    /// Time spent building drafts and feeding drafters what a step
+    /// verified; part of `decode_ms`.
     pub draft_ms: f64,
     /// Accepted draft tokens per source.
     pub accepted_by_source: BTreeMap<&'static str, usize>,
@@ -317,6 +318,9 @@ impl<M: TreeModel> Session<M> {
             record_acceptance(&mut stats, &tree, &verdict.path);
 
             if let Some(drafter) = drafter.as_deref_mut() {
+                let observe_started = Instant::now();
+                let step = VerifiedStep { tree: &tree, path: &verdict.path, logits: &logits, vocab };
+                drafter.observe_verified(&context, &step);
                 let accepted_draft = verdict
                     .path
                     .last()
@@ -325,6 +329,7 @@ impl<M: TreeModel> Session<M> {
                 let mut produced = accepted.clone();
                 produced.push(verdict.bonus);
                 drafter.observe(&context, &produced, accepted_draft.as_ref());
+                stats.draft_ms += ms_since(observe_started);
             }
 
             for &token in &accepted {

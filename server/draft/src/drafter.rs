@@ -1,5 +1,7 @@
 //! What a drafting source proposes, and the trait every source implements.
 
+use crate::tree::DraftTree;
+
 /// Where a draft came from; used for weighting, statistics and ablations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Source {
@@ -57,6 +59,29 @@ pub trait Drafter: Send {
     /// and the tokens it produced (accepted drafts plus the bonus token), and
     /// the draft path that was accepted with its source, if any.
     fn observe(&mut self, _context: &[u32], _produced: &[u32], _accepted: Option<&AcceptedDraft>) {}
+
+    /// Called after every decode step, before [`Drafter::observe`], with the
+    /// context the step started from and what its verification computed:
+    /// the model's logits at every node of the tree, accepted or not.
+    fn observe_verified(&mut self, _context: &[u32], _step: &VerifiedStep<'_>) {}
+}
+
+/// One verified draft tree: what a decode step computed.
+#[derive(Clone, Copy, Debug)]
+pub struct VerifiedStep<'a> {
+    pub tree: &'a DraftTree,
+    /// The accepted nodes, root first.
+    pub path: &'a [usize],
+    /// `vocab` logits per node, in tree order.
+    pub logits: &'a [f32],
+    pub vocab: usize,
+}
+
+impl VerifiedStep<'_> {
+    /// The model's logits for the token after `node`'s branch.
+    pub fn node_logits(&self, node: usize) -> &[f32] {
+        &self.logits[node * self.vocab..(node + 1) * self.vocab]
+    }
 }
 
 /// The part of a draft tree the model confirmed in one step.

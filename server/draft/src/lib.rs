@@ -14,6 +14,7 @@ pub mod missing;
 pub mod persisted;
 pub mod pld;
 pub mod pref_cache;
+pub mod spectra;
 pub mod tree;
 pub mod verify;
 

@@ -32,7 +32,7 @@ pub struct CompleteArgs {
     /// Most new tokens.
     #[arg(long, default_value_t = 128)]
     max_tokens: usize,
-    /// Decoding strategy: ar, pld, rest, fastcoder or auto.
+    /// Decoding strategy: ar, pld, rest, fastcoder, spectra or auto.
     #[arg(long, default_value = "auto", value_parser = parse::<Strategy>)]
     strategy: Strategy,
     /// Print one JSON object on the last line of stdout.

@@ -1,6 +1,6 @@
 //! The drafting sources of the engine and the drafter each strategy uses.
 
-use super::Strategy;
+use super::{acceptance, Strategy};
 use crate::syntax::LineStartOracle;
 use crate::workspace::SharedStore;
 use anyhow::{bail, Result};
@@ -11,7 +11,9 @@ use copilotd_draft::drafter::Drafter;
 use copilotd_draft::fastcoder::{FastCoderConfig, FastCoderDrafter, LineStartFn};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::pref_cache::PreferenceCache;
+use copilotd_draft::spectra::{SharedDictionaries, SpectraConfig, SpectraDrafter};
 use copilotd_model::Tokenizer;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// Tokens decoded to check whether the context ends on a blank line before
@@ -42,10 +44,11 @@ impl Default for BudgetSettings {
 /// on a slow one; this small tree never makes a step much dearer than plain decoding.
 pub const UNCALIBRATED: FixedBudget = FixedBudget { nodes: 4, depth: 4 };
 
-/// The stores, the cache and the budget policy that drafting uses. They
-/// live as long as the engine: an editor session is one long generation,
-/// and both the preference cache and the acceptance statistics of the
-/// budget keep learning across requests.
+/// The stores, the cache, SPECTRA-CORE's dictionaries and the budget policy
+/// that drafting uses. They live as long as the engine (one workspace): an
+/// editor session is one long generation, and the preference cache, the
+/// n-gram dictionaries and the acceptance statistics of the budget keep
+/// learning across requests.
 pub struct DraftSources {
     /// The repository datastores, one per workspace folder.
     pub repository: Vec<SharedStore>,
@@ -53,8 +56,13 @@ pub struct DraftSources {
     pub cache: Arc<Mutex<PreferenceCache>>,
     pub fastcoder: FastCoderConfig,
     pub budget: BudgetSettings,
+    /// SPECTRA-CORE's settings and dictionaries; `None`: internal speculation off.
+    internal: Option<(SpectraConfig, SharedDictionaries)>,
     /// Created at the first drafting request, once the cost model is known.
     cost_aware: Option<CostAwareBudget>,
+    /// Where the budget's acceptance counts are kept across processes (the
+    /// engine's own sources; `None`: learned in this process only).
+    pub acceptance_file: Option<PathBuf>,
 }
 
 impl DraftSources {
@@ -65,8 +73,17 @@ impl DraftSources {
             cache: Arc::new(Mutex::new(PreferenceCache::new(fastcoder.cache))),
             fastcoder,
             budget,
+            internal: Some((SpectraConfig::default(), SpectraConfig::default().dictionaries())),
             cost_aware: None,
+            acceptance_file: None,
         }
+    }
+
+    /// These sources with SPECTRA-CORE set up as `spectra` (empty
+    /// dictionaries), or without internal speculation (`None`).
+    pub fn with_spectra(mut self, spectra: Option<SpectraConfig>) -> Self {
+        self.internal = spectra.map(|config| (config, config.dictionaries()));
+        self
     }
 
     /// Whether `budget_policy` needs a cost model it does not have yet.
@@ -74,8 +91,23 @@ impl DraftSources {
         self.budget.cost_aware && self.cost_aware.is_none()
     }
 
+    /// Creates the cost-aware budget, starting from the acceptance counts
+    /// kept earlier if there are any.
     pub fn set_cost_model(&mut self, cost: CostModel) {
-        self.cost_aware = Some(CostAwareBudget::new(cost, self.budget.max_nodes, self.budget.max_depth));
+        let mut policy = CostAwareBudget::new(cost, self.budget.max_nodes, self.budget.max_depth);
+        if let Some(counts) = self.acceptance_file.as_deref().and_then(acceptance::load) {
+            if !policy.restore(counts) {
+                tracing::warn!("the kept acceptance counts do not fit this budget; starting from zero");
+            }
+        }
+        self.cost_aware = Some(policy);
+    }
+
+    /// Keeps what the cost-aware budget learned (when it has a file to keep it in).
+    pub fn save_acceptance(&self) {
+        if let (Some(path), Some(policy)) = (&self.acceptance_file, &self.cost_aware) {
+            acceptance::save(path, &policy.counts());
+        }
     }
 
     /// The budget policy for the next request. `fixed` is used when the
@@ -94,10 +126,14 @@ impl DraftSources {
     }
 
     /// The drafter for one request, from the strategy's sources (`Strategy::sources`);
-    /// `None` for plain decoding. Several sources are combined, FastCoder's first.
+    /// `None` for plain decoding. Several sources are combined, the internal
+    /// guesses first (as SPECTRA does), then FastCoder's, then prompt lookup's.
     pub fn drafter(&self, strategy: Strategy, tokenizer: &Tokenizer) -> Result<Option<Box<dyn Drafter>>> {
         let sources = strategy.sources();
         let mut drafters: Vec<Box<dyn Drafter>> = Vec::new();
+        if let Some((config, dictionaries)) = self.internal.as_ref().filter(|_| sources.internal) {
+            drafters.push(Box::new(SpectraDrafter::new(*config, dictionaries.clone())));
+        }
         if sources.common && !sources.repository {
             if self.common.is_none() {
                 bail!("strategy '{strategy}' needs the common datastore (copilotd datastore build-common)");
@@ -164,7 +200,7 @@ mod tests {
         assert!(sources.drafter(Strategy::Pld, &tokenizer).unwrap().is_some());
         let error = sources.drafter(Strategy::Rest, &tokenizer).err().unwrap().to_string();
         assert!(error.contains("strategy 'rest' needs the common datastore"), "{error}");
-        for strategy in [Strategy::FastCoder, Strategy::Auto] {
+        for strategy in [Strategy::FastCoder, Strategy::Spectra, Strategy::Auto] {
             assert!(sources.drafter(strategy, &tokenizer).unwrap().is_some(), "{strategy}");
         }
     }

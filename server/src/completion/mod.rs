@@ -2,6 +2,7 @@
 //! decoding, stop rules. Shared by `copilotd complete` and the LSP server so
 //! both give the same text for the same buffer and cursor.
 
+pub mod acceptance;
 pub mod calibrate;
 pub mod common;
 pub mod drafting;
@@ -194,7 +195,8 @@ impl Completer {
     pub fn new(model: Model, settings: EngineSettings) -> Completer {
         let tokenizer = model.tokenizer().clone();
         let info = model.info().clone();
-        let sources = DraftSources::new(settings.fastcoder.clone(), settings.budget);
+        let mut sources = DraftSources::new(settings.fastcoder.clone(), settings.budget);
+        sources.acceptance_file = Some(acceptance::file(&info, tokenizer.fingerprint()));
         Completer {
             session: Session::new(LoadedModel(model)),
             tokenizer,
@@ -342,6 +344,9 @@ impl Completer {
         let mut fixed = FixedBudget { nodes: 0, depth: 0 };
         let budget = self.sources.budget_policy(&mut fixed);
         let generation = self.session.generate(&prompt.tokens, &options, drafter, budget, hooks)?;
+        if request.strategy != Strategy::Ar {
+            self.sources.save_acceptance();
+        }
         let decoded = self.tokenizer.decode(&generation.tokens)?;
         let text = rules.apply(after_cursor(&decoded, &healed)).0.to_string();
         let stats = CompletionStats::new(request.strategy, &generation.stats, generation.stop);

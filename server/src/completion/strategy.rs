@@ -17,6 +17,8 @@ pub enum Strategy {
     /// The full FastCoder method: cache, repository and common stores.
     #[serde(rename = "fastcoder")]
     FastCoder,
+    /// SPECTRA-CORE: n-gram dictionaries of what the model wrote and predicted.
+    Spectra,
     /// The best available strategy for the loaded model and stores.
     #[default]
     Auto,
@@ -32,21 +34,25 @@ pub struct Sources {
     /// FastCoder's own sources besides the common store: the repository datastore, the
     /// preference cache and its retrieval timing.
     pub repository: bool,
+    /// SPECTRA-CORE's internal n-gram dictionaries.
+    pub internal: bool,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 5] = [Strategy::Ar, Strategy::Pld, Strategy::Rest, Strategy::FastCoder, Strategy::Auto];
+    pub const ALL: [Strategy; 6] =
+        [Strategy::Ar, Strategy::Pld, Strategy::Rest, Strategy::FastCoder, Strategy::Spectra, Strategy::Auto];
 
     /// The one table of which sources each strategy drafts from.
     pub fn sources(self) -> Sources {
-        let (prompt_lookup, common, repository) = match self {
-            Strategy::Ar => (false, false, false),
-            Strategy::Pld => (true, false, false),
-            Strategy::Rest => (false, true, false),
-            Strategy::FastCoder => (false, true, true),
-            Strategy::Auto => (true, true, true),
+        let (prompt_lookup, common, repository, internal) = match self {
+            Strategy::Ar => (false, false, false, false),
+            Strategy::Pld => (true, false, false, false),
+            Strategy::Rest => (false, true, false, false),
+            Strategy::FastCoder => (false, true, true, false),
+            Strategy::Spectra => (false, false, false, true),
+            Strategy::Auto => (true, true, true, true),
         };
-        Sources { prompt_lookup, common, repository }
+        Sources { prompt_lookup, common, repository, internal }
     }
 
     /// Whether drafting reads the common datastore.
@@ -65,6 +71,7 @@ impl Strategy {
             Strategy::Pld => "pld",
             Strategy::Rest => "rest",
             Strategy::FastCoder => "fastcoder",
+            Strategy::Spectra => "spectra",
             Strategy::Auto => "auto",
         }
     }

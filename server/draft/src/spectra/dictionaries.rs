@@ -1,0 +1,172 @@
+//! SPECTRA-CORE's n-gram storage: the forward dictionary S_fwd (a token to
+//! the continuations seen after it: many guesses) and the backward
+//! dictionary S_bwd (a sequence of up to N−1 tokens to the one token seen
+//! after it last: one good guess, built token by token). Both hold the
+//! subsequences of every n-gram added, as in the paper, and both are bounded.
+
+use super::bounded_map::BoundedMap;
+
+/// Longest n-gram the dictionaries store (N ≤ this).
+pub const MAX_NGRAM: usize = 8;
+
+/// Up to `MAX_NGRAM - 1` tokens stored inline: a key of S_bwd, a continuation of S_fwd.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tokens {
+    len: u8,
+    tokens: [u32; MAX_NGRAM - 1],
+}
+
+impl Tokens {
+    /// The last `MAX_NGRAM - 1` tokens of `tokens` at most.
+    fn new(tokens: &[u32]) -> Tokens {
+        let tokens = &tokens[tokens.len().saturating_sub(MAX_NGRAM - 1)..];
+        let mut stored = [0; MAX_NGRAM - 1];
+        stored[..tokens.len()].copy_from_slice(tokens);
+        Tokens { len: tokens.len() as u8, tokens: stored }
+    }
+
+    pub fn as_slice(&self) -> &[u32] {
+        &self.tokens[..self.len as usize]
+    }
+}
+
+/// Sizes of the dictionaries.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DictionaryLimits {
+    /// N: tokens per n-gram (2..=`MAX_NGRAM`).
+    pub ngram: usize,
+    /// Continuations kept per S_fwd key, most recent first.
+    pub continuations_per_key: usize,
+    /// Most S_fwd keys held.
+    pub forward_keys: usize,
+    /// Most S_bwd entries held.
+    pub backward_entries: usize,
+}
+
+impl Default for DictionaryLimits {
+    fn default() -> Self {
+        // At most about 64k × 32 B + 256k × 40 B, under 15 MB with the maps' overhead.
+        DictionaryLimits { ngram: 5, continuations_per_key: 8, forward_keys: 1 << 16, backward_entries: 1 << 18 }
+    }
+}
+
+/// S_fwd and S_bwd.
+#[derive(Clone, Debug)]
+pub struct NgramDictionaries {
+    limits: DictionaryLimits,
+    forward: BoundedMap<u32, Vec<Tokens>>,
+    backward: BoundedMap<Tokens, u32>,
+}
+
+impl NgramDictionaries {
+    pub fn new(mut limits: DictionaryLimits) -> NgramDictionaries {
+        limits.ngram = limits.ngram.clamp(2, MAX_NGRAM);
+        limits.continuations_per_key = limits.continuations_per_key.max(1);
+        NgramDictionaries {
+            limits,
+            forward: BoundedMap::new(limits.forward_keys),
+            backward: BoundedMap::new(limits.backward_entries),
+        }
+    }
+
+    pub fn ngram(&self) -> usize {
+        self.limits.ngram
+    }
+
+    /// Entries held: (S_fwd keys, S_bwd keys).
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.forward.len(), self.backward.len())
+    }
+
+    /// Adds every n-gram of a sequence of real tokens (a prompt, output)
+    /// that ends at index `from` or later.
+    pub fn add_sequence(&mut self, tokens: &[u32], from: usize) {
+        for end in from.max(1)..tokens.len() {
+            let history = &tokens[end.saturating_sub(self.limits.ngram - 1)..end];
+            self.add(history, tokens[end], tokens[end]);
+        }
+    }
+
+    /// Adds the n-gram `history ⊕ next` (only the last N−1 tokens of
+    /// `history` count) and its subsequences: S_bwd maps every suffix of the
+    /// history to `next`, S_fwd maps every token of the history to what
+    /// follows it up to `forward_next`, which is `next` or a token explored
+    /// for coverage.
+    pub fn add(&mut self, history: &[u32], next: u32, forward_next: u32) {
+        let history = &history[history.len().saturating_sub(self.limits.ngram - 1)..];
+        for k in 1..=history.len() {
+            self.backward.insert(Tokens::new(&history[history.len() - k..]), next);
+        }
+        // At most N−1 ≤ MAX_NGRAM−1 history tokens and the next one.
+        let mut buffer = [0u32; MAX_NGRAM];
+        buffer[..history.len()].copy_from_slice(history);
+        buffer[history.len()] = forward_next;
+        let window = &buffer[..=history.len()];
+        for start in 0..history.len() {
+            self.add_continuation(window[start], Tokens::new(&window[start + 1..]));
+        }
+    }
+
+    /// Puts `continuation` first among the continuations of `key`; an
+    /// entry it extends is replaced, an entry that already extends it is
+    /// only moved first.
+    fn add_continuation(&mut self, key: u32, continuation: Tokens) {
+        let limit = self.limits.continuations_per_key;
+        let list = self.forward.entry(key, Vec::new);
+        let new = continuation.as_slice();
+        let found = list.iter().position(|old| {
+            let old = old.as_slice();
+            old.starts_with(new) || new.starts_with(old)
+        });
+        let entry = match found {
+            Some(at) => {
+                let old = list.remove(at);
+                if old.as_slice().starts_with(new) {
+                    old
+                } else {
+                    continuation
+                }
+            }
+            None => continuation,
+        };
+        list.insert(0, entry);
+        list.truncate(limit);
+    }
+
+    /// The continuations of `token`, most recent first.
+    pub fn forward(&self, token: u32) -> &[Tokens] {
+        self.forward.get(&token).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether S_fwd has a continuation of `token` starting with `next`.
+    pub fn forward_has(&self, token: u32, next: u32) -> bool {
+        self.forward(token).iter().any(|c| c.as_slice().first() == Some(&next))
+    }
+
+    /// The token S_bwd maps the last `k` tokens of `history` to.
+    fn backward(&self, history: &[u32], k: usize) -> Option<u32> {
+        self.backward.get(&Tokens::new(&history[history.len() - k..])).copied()
+    }
+
+    /// Backward search (Alg. 1, lines 8–14): extends `context` one token at a
+    /// time with S_bwd's answer for the longest suffix it knows (up to N−1
+    /// tokens), up to `max_len` tokens, stopping where no suffix is known.
+    /// Returns the guess and the suffix length that found its first token.
+    pub fn backward_guess(&self, context: &[u32], max_len: usize) -> (Vec<u32>, usize) {
+        let key_len = self.limits.ngram - 1;
+        let mut history: Vec<u32> = context[context.len().saturating_sub(key_len)..].to_vec();
+        let mut guess = Vec::new();
+        let mut first_match = 0;
+        while guess.len() < max_len {
+            let tail = &history[history.len().saturating_sub(key_len)..];
+            let found = (1..=tail.len()).rev().find_map(|k| self.backward(tail, k).map(|token| (k, token)));
+            let Some((k, token)) = found else { break };
+            if guess.is_empty() {
+                first_match = k;
+            }
+            guess.push(token);
+            history.push(token);
+        }
+        (guess, first_match)
+    }
+}
