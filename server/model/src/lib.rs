@@ -27,6 +27,7 @@ mod source;
 mod threads;
 mod tokenizer;
 mod tree;
+mod vector;
 mod weights;
 
 pub use config::{Config, Family, RopeStyle};
@@ -46,7 +47,7 @@ pub enum WeightFormat {
     /// As stored in the file (quantized GGUF types through candle's kernels; float
     /// safetensors as f32).
     Native,
-    /// The own kernels (see [`Kernel`]): 4-bit weights (GGUF Q4_0, Q4_1) exactly as
+    /// The own kernels (see [`Kernel`]): 4-bit weights (GGUF Q4_0, Q4_1, Q4_K) exactly as
     /// stored, every other weight re-quantized to Q8_0 at load. 4-bit weights halve the
     /// bytes a one-token pass streams from memory.
     #[default]

@@ -149,7 +149,7 @@ impl Model {
             let attn = attention(self.info.kernel, &self.kv, l, &q, &tree, cfg);
             ops::add_assign(&mut x, &layer.o.forward(&attn, n)?);
             let h = ops::rms_norm(&x, &layer.ffn_norm, cfg.rms_eps);
-            let act = ops::swiglu(&layer.gate_up.forward(&h, n)?, cfg.intermediate);
+            let act = ops::swiglu(self.info.kernel, &layer.gate_up.forward(&h, n)?, cfg.intermediate);
             ops::add_assign(&mut x, &layer.down.forward(&act, n)?);
         }
         self.kv.finish_pending(tree);

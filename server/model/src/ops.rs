@@ -5,6 +5,10 @@
 //! share the batch. That is what makes tree passes bit-identical to one-token passes.
 
 use crate::config::RopeStyle;
+use crate::kernel::Kernel;
+use crate::vector::exp;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use crate::vector::{exp8, lanes};
 
 /// Dot product with eight interleaved partial sums, combined in a fixed order.
 #[inline(always)]
@@ -64,14 +68,59 @@ pub fn add_assign(x: &mut [f32], y: &[f32]) {
     }
 }
 
-/// SwiGLU on rows laid out as `[gate (f) | up (f)]`: returns rows of `silu(gate) * up`.
-pub fn swiglu(gate_up: &[f32], f: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(gate_up.len() / 2);
-    for row in gate_up.chunks_exact(2 * f) {
+/// SwiGLU on rows laid out as `[gate (f) | up (f)]`: returns rows of `silu(gate) * up`,
+/// `silu(g) = g / (1 + e^−g)` with [`exp`]. Eight values at a time on `kernel`'s vector
+/// lanes where it has them; every path gives the same bits.
+pub fn swiglu(kernel: Kernel, gate_up: &[f32], f: usize) -> Vec<f32> {
+    let mut out = vec![0f32; gate_up.len() / 2];
+    for (row, out) in gate_up.chunks_exact(2 * f).zip(out.chunks_exact_mut(f)) {
         let (gate, up) = row.split_at(f);
-        out.extend(gate.iter().zip(up).map(|(&g, &u)| g / (1.0 + (-g).exp()) * u));
+        let done = swiglu_lanes(kernel, gate, up, out);
+        for ((o, &g), &u) in out[done..].iter_mut().zip(&gate[done..]).zip(&up[done..]) {
+            *o = silu(g) * u;
+        }
     }
     out
+}
+
+#[inline(always)]
+fn silu(g: f32) -> f32 {
+    g / (1.0 + exp(-g))
+}
+
+/// [`swiglu`] of the leading multiple of eight values of one row on `kernel`'s lanes;
+/// returns how many values it wrote (0 where the kernel has no vector lanes).
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(unused_variables))]
+fn swiglu_lanes(kernel: Kernel, gate: &[f32], up: &[f32], out: &mut [f32]) -> usize {
+    // SAFETY (every arm): the model runs only on kernels the CPU supports, and the three
+    // slices have the same length.
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512Vnni | Kernel::AvxVnni | Kernel::Avx2 => unsafe { swiglu_avx2(gate, up, out) },
+        #[cfg(target_arch = "aarch64")]
+        Kernel::NeonDotprod | Kernel::Neon => unsafe { swiglu_eights::<lanes::Neon>(gate, up, out) },
+        _ => 0,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn swiglu_avx2(gate: &[f32], up: &[f32], out: &mut [f32]) -> usize {
+    swiglu_eights::<lanes::Avx2>(gate, up, out)
+}
+
+/// [`silu`]`(g) · u`, eight values at a time: the same steps as the scalar code.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+unsafe fn swiglu_eights<L: lanes::Lanes>(gate: &[f32], up: &[f32], out: &mut [f32]) -> usize {
+    let eights = gate.len() / 8 * 8;
+    let one = L::splat(1.0);
+    for at in (0..eights).step_by(8) {
+        let g = L::load(gate.as_ptr().add(at));
+        let silu = L::div(g, L::add(one, exp8::<L>(L::sub(L::zero(), g))));
+        L::store(out.as_mut_ptr().add(at), L::mul(silu, L::load(up.as_ptr().add(at))));
+    }
+    eights
 }
 
 /// Rotary embedding angles for one position: `cos` and `sin` of `pos * theta^(-2i/d)`.
@@ -161,6 +210,28 @@ mod tests {
             Rotation::new(37, 8, 10000.0, 1.0).apply(&mut y, style);
             assert!((dot(&y, &y) - dot(&orig, &orig)).abs() < 1e-3);
             assert_ne!(y, orig);
+        }
+    }
+
+    #[test]
+    fn swiglu_gives_the_same_bits_on_every_kernel() {
+        let f = 45; // not a multiple of eight: the scalar tail runs too
+        let gate_up: Vec<f32> = (0..3 * 2 * f).map(|i| ((i * 7919 % 613) as f32 - 306.0) / 9.0).collect();
+        let plain = swiglu(Kernel::Portable, &gate_up, f);
+        let expected: Vec<f32> = gate_up
+            .chunks_exact(2 * f)
+            .flat_map(|row| row[..f].iter().zip(&row[f..]).map(|(&g, &u)| g / (1.0 + (-g).exp()) * u))
+            .collect();
+        for (ours, library) in plain.iter().zip(&expected) {
+            assert!((ours - library).abs() <= 4.0 * f32::EPSILON * library.abs().max(1e-30), "{ours} vs {library}");
+        }
+        for kernel in Kernel::supported() {
+            let fast = swiglu(kernel, &gate_up, f);
+            assert_eq!(
+                fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                plain.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{kernel}"
+            );
         }
     }
 

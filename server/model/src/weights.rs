@@ -1,7 +1,7 @@
 //! Weights as loaded from a file, converted once into the format the forward pass runs on.
 //!
 //! Quantized projections run on the own multi-row kernels of [`crate::quant`]: by default
-//! 4-bit weights (GGUF Q4_0, Q4_1) exactly as stored and every other weight converted to
+//! 4-bit weights (GGUF Q4_0, Q4_1, Q4_K) exactly as stored and every other weight converted to
 //! Q8_0, so GGUF and safetensors models share one code path. Weights kept in a quantized
 //! format as stored run on candle's `QMatMul`; f32 weights use an own row-independent
 //! kernel (see [`Matmul::Dense`]). Projections that read the same input
@@ -165,17 +165,30 @@ impl Converter {
             }
         }
         let parts = match self.format {
-            WeightFormat::Auto => vec![match four_bit_blocks(&parts, in_dim)? {
-                Some((code, blocks)) => {
-                    self.own_part(QuantMatrix::from_four_bit(code, &blocks, out_dim, in_dim, self.kernel))
-                }
-                None => self.q8_part(&parts, out_dim, in_dim)?,
-            }],
+            WeightFormat::Auto => self.auto_parts(&parts, out_dim, in_dim)?,
             WeightFormat::Q8_0 => vec![self.q8_part(&parts, out_dim, in_dim)?],
             WeightFormat::F32 => vec![dense_part(&parts, out_dim, in_dim)?],
             WeightFormat::Native => native_parts(parts, out_dim, in_dim)?,
         };
         Ok(Linear { parts, in_dim, out_dim, bias })
+    }
+
+    /// 4-bit weights as stored, the rest as Q8_0: one fused matrix where every part has the
+    /// same code, else one matrix per part (as Q4_K_M files mix Q4_K with Q6_K).
+    fn auto_parts(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Vec<Part>> {
+        if let Some((code, blocks)) = four_bit_blocks(parts, k)? {
+            return Ok(vec![self.own_part(QuantMatrix::from_four_bit(code, &blocks, n, k, self.kernel))]);
+        }
+        if parts.len() > 1 && parts.iter().any(|p| four_bit_code(p, k).is_some()) {
+            return parts
+                .iter()
+                .map(|p| {
+                    let (n, k) = p.dims()?;
+                    Ok(self.auto_parts(std::slice::from_ref(p), n, k)?.remove(0))
+                })
+                .collect();
+        }
+        Ok(vec![self.q8_part(parts, n, k)?])
     }
 
     fn q8_part(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
@@ -201,16 +214,22 @@ impl Converter {
     }
 }
 
+/// The 4-bit code the own kernels keep `part` in exactly (rows `k` values wide), if any.
+fn four_bit_code(part: &RawWeight, k: usize) -> Option<FourBit> {
+    let code = match part {
+        RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q4_1 => FourBit::Q4_1,
+        RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q4_0 => FourBit::Q4_0,
+        RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q4K => FourBit::Q4K,
+        _ => return None,
+    };
+    k.is_multiple_of(code.block_values()).then_some(code)
+}
+
 /// The GGUF blocks of `parts` stacked by rows, if they are all of one 4-bit code that
 /// the own kernels keep exactly.
 fn four_bit_blocks(parts: &[RawWeight], k: usize) -> Result<Option<(FourBit, Vec<u8>)>> {
-    let code_of = |p: &RawWeight| match p {
-        RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q4_1 => Some(FourBit::Q4_1),
-        RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q4_0 => Some(FourBit::Q4_0),
-        _ => None,
-    };
-    let Some(code) = parts.first().and_then(code_of) else { return Ok(None) };
-    if !k.is_multiple_of(32) || parts.iter().any(|p| code_of(p) != Some(code)) {
+    let Some(code) = parts.first().and_then(|p| four_bit_code(p, k)) else { return Ok(None) };
+    if parts.iter().any(|p| four_bit_code(p, k) != Some(code)) {
         return Ok(None);
     }
     let mut blocks = Vec::new();

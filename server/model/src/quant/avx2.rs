@@ -9,7 +9,7 @@
 //! (0…15) need no such care: `vpmaddubsw` takes them as they are, and its 16-bit sums
 //! are added over a whole span before one `vpmaddwd`.
 
-use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4, Q8};
+use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q8};
 use super::*;
 use std::arch::x86_64::*;
 
@@ -18,7 +18,7 @@ use std::arch::x86_64::*;
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match w.values {
         Values::Biased { .. } => narrow::multiply::<Avx2, Q8>(w, x, out, rows),
-        Values::Nibbles { .. } => narrow::multiply::<Avx2, Q4>(w, x, out, rows),
+        Values::Nibbles { .. } => narrow::multiply_nibbles::<Avx2>(w, x, out, rows),
     }
 }
 
@@ -27,7 +27,7 @@ pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32
 pub(super) unsafe fn multiply_vnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match w.values {
         Values::Biased { .. } => narrow::multiply::<AvxVnni, Q8>(w, x, out, rows),
-        Values::Nibbles { .. } => narrow::multiply::<AvxVnni, Q4>(w, x, out, rows),
+        Values::Nibbles { .. } => narrow::multiply_nibbles::<AvxVnni>(w, x, out, rows),
     }
 }
 

@@ -2,7 +2,7 @@
 //! run in the loop below, which keeps a whole span of weights in registers; 4-bit weights
 //! run in [`narrow`]'s loop with one part per vector.
 
-use super::narrow::{self, Engine, NibbleWeights, Q4};
+use super::narrow::{self, Engine, NibbleWeights};
 use super::*;
 use std::arch::x86_64::*;
 
@@ -47,7 +47,7 @@ pub(super) unsafe fn lane_sums(bytes: &[i8]) -> [i32; LANES] {
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match &w.values {
         Values::Biased { biased, scales } => multiply_bytes(w, biased, scales, x, out, rows),
-        Values::Nibbles { .. } => narrow::multiply::<Avx512, Q4>(w, x, out, rows),
+        Values::Nibbles { .. } => narrow::multiply_nibbles::<Avx512>(w, x, out, rows),
     }
 }
 
@@ -62,7 +62,7 @@ unsafe fn multiply_bytes(
     rows: Range<usize>,
 ) {
     let weights = ByteRows { rows: w.rows, width: w.width, biased, scales };
-    for (tile, group, at) in blocks(rows, x.rows) {
+    for (tile, group, at) in blocks(rows, x.rows, GROUP) {
         // Up to 16 weight vectors held in registers: two weight rows at a time.
         match (tile, group) {
             (TILE_ROWS, 4) => at.tile_by::<2>().for_each(|at| block::<2, 4>(&weights, x, at, out)),

@@ -69,42 +69,112 @@ pub struct QuantMatrix {
 enum Values {
     /// Q8_0: values + 128, f32 scales.
     Biased { biased: Vec<u8>, scales: Vec<f32> },
-    /// Q4_1: values 0…15 packed two to a byte ([`Span::packed`]); scales and mins as the
-    /// file stores them, f16 (bits).
-    Nibbles { packed: Vec<u8>, scales: Vec<u16>, mins: Vec<u16> },
+    /// 4-bit values 0…15 packed two to a byte ([`Span::packed`]); per block a scale and a
+    /// min (`w = scale · q + min`).
+    Nibbles { packed: Vec<u8>, scales: BlockValues, mins: BlockValues },
+}
+
+/// The scales or mins of 4-bit blocks, row-major: f16 (bits) as Q4_0 and Q4_1 store them,
+/// or f32 where the file's value is a product no f16 holds exactly (Q4_K).
+enum BlockValues {
+    Halves(Vec<u16>),
+    Floats(Vec<f32>),
+}
+
+impl BlockValues {
+    /// `count` zeros, f32 for `code`s that need it.
+    fn zeros(code: FourBit, count: usize) -> BlockValues {
+        match code {
+            FourBit::Q4K => BlockValues::Floats(vec![0.0; count]),
+            FourBit::Q4_0 | FourBit::Q4_1 => BlockValues::Halves(vec![0; count]),
+        }
+    }
+
+    /// Sets block `index` to `value`, which must be representable (a file's f16, or f32).
+    fn set(&mut self, index: usize, value: f32) {
+        match self {
+            BlockValues::Halves(h) => h[index] = half::f16::from_f32(value).to_bits(),
+            BlockValues::Floats(f) => f[index] = value,
+        }
+    }
+
+    /// Block `index` as f32.
+    fn get(&self, index: usize) -> f32 {
+        match self {
+            BlockValues::Halves(h) => half::f16::from_bits(h[index]).to_f32(),
+            BlockValues::Floats(f) => f[index],
+        }
+    }
 }
 
 /// A GGUF 4-bit block code whose values [`QuantMatrix::from_four_bit`] keeps exactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FourBit {
-    /// 18-byte blocks: f16 scale, 16 bytes of values; `w = scale · (q − 8)`.
+    /// 18-byte blocks of 32: f16 scale, 16 bytes of values; `w = scale · (q − 8)`.
     Q4_0,
-    /// 20-byte blocks: f16 scale, f16 min, 16 bytes of values; `w = scale · q + min`.
+    /// 20-byte blocks of 32: f16 scale, f16 min, 16 bytes of values; `w = scale · q + min`.
     Q4_1,
+    /// 144-byte super-blocks of 256: f16 `d` and `dmin`, 12 bytes of 6-bit scales and mins
+    /// for eight blocks of 32, 128 bytes of values; block `b`: `w = d·sc_b · q − dmin·m_b`.
+    /// `d·sc_b` and `dmin·m_b` (11 × 6 significant bits) are exact in f32.
+    Q4K,
 }
 
+/// A block of 32 values as a GGUF file defines it: `w = scale · q + min`.
+type Decoded = (f32, f32, [u8; BLOCK]);
+
 impl FourBit {
-    /// Bytes per block of 32 values.
+    /// Bytes per stored block ([`FourBit::block_values`] values).
     pub fn block_bytes(self) -> usize {
         match self {
             FourBit::Q4_0 => 18,
             FourBit::Q4_1 => 20,
+            FourBit::Q4K => 144,
         }
     }
 
-    /// `(scale, min, values)` of one block, scale and min as f16 bits (GGML order: value
-    /// `i` in the low nibble of byte `i`, value `i + 16` in its high nibble).
-    fn decode(self, block: &[u8]) -> (u16, u16, [u8; BLOCK]) {
-        let half = |at: usize| u16::from_le_bytes([block[at], block[at + 1]]);
-        let scale = half(0);
-        let (min, quants) = match self {
-            // −8 · scale: exact in f16 unless it overflows, which a file's scale cannot
-            // sensibly reach (|scale| ≥ 8192).
-            FourBit::Q4_0 => ((half::f16::from_bits(scale) * half::f16::from_f32(-8.0)).to_bits(), &block[2..18]),
-            FourBit::Q4_1 => (half(2), &block[4..20]),
-        };
-        let values = std::array::from_fn(|i| if i < 16 { quants[i] & 0x0F } else { quants[i - 16] >> 4 });
-        (scale, min, values)
+    /// Values per stored block.
+    pub fn block_values(self) -> usize {
+        match self {
+            FourBit::Q4_0 | FourBit::Q4_1 => BLOCK,
+            FourBit::Q4K => 256,
+        }
+    }
+
+    /// The blocks of 32 of one stored block, in order (GGML order within a block of 32:
+    /// value `i` in the low nibble of byte `i`, value `i + 16` in its high nibble; within a
+    /// Q4_K super-block, blocks `2p` and `2p + 1` share bytes `32p…32p + 31`, low and high
+    /// nibbles).
+    fn decode(self, block: &[u8]) -> Vec<Decoded> {
+        let half = |at: usize| half::f16::from_le_bytes([block[at], block[at + 1]]).to_f32();
+        match self {
+            FourBit::Q4_0 | FourBit::Q4_1 => {
+                let scale = half(0);
+                // Q4_0: −8 · scale, exact (a power of two) in f16 and f32.
+                let (min, quants) =
+                    if self == FourBit::Q4_0 { (-8.0 * scale, &block[2..18]) } else { (half(2), &block[4..20]) };
+                let values = std::array::from_fn(|i| if i < 16 { quants[i] & 0x0F } else { quants[i - 16] >> 4 });
+                vec![(scale, min, values)]
+            }
+            FourBit::Q4K => {
+                let (d, dmin, packed, quants) = (half(0), half(2), &block[4..16], &block[16..144]);
+                (0..8)
+                    .map(|b| {
+                        let (sc, m) = if b < 4 {
+                            (packed[b] & 63, packed[b + 4] & 63)
+                        } else {
+                            (
+                                (packed[b + 4] & 0x0F) | ((packed[b - 4] >> 6) << 4),
+                                (packed[b + 4] >> 4) | ((packed[b] >> 6) << 4),
+                            )
+                        };
+                        let bytes = &quants[32 * (b / 2)..][..32];
+                        let values = std::array::from_fn(|i| if b % 2 == 0 { bytes[i] & 0x0F } else { bytes[i] >> 4 });
+                        (d * sc as f32, -(dmin * m as f32), values)
+                    })
+                    .collect()
+            }
+        }
     }
 }
 
@@ -185,27 +255,28 @@ impl QuantMatrix {
         QuantMatrix { rows, cols, width, kernel, values: Values::Biased { biased, scales } }
     }
 
-    /// Keeps 4-bit weights `[rows, cols]` given as GGUF blocks (`cols` a multiple of 32)
-    /// exactly, to be multiplied on `kernel` (which the CPU must support).
+    /// Keeps 4-bit weights `[rows, cols]` given as GGUF blocks (`cols` a multiple of the
+    /// code's block) exactly, to be multiplied on `kernel` (which the CPU must support).
     pub fn from_four_bit(code: FourBit, blocks: &[u8], rows: usize, cols: usize, kernel: Kernel) -> QuantMatrix {
         assert!(kernel.is_supported(), "this CPU cannot run the {kernel} kernel");
-        assert_eq!(cols % BLOCK, 0, "4-bit rows are whole blocks");
-        assert_eq!(blocks.len(), rows * cols / BLOCK * code.block_bytes(), "blocks must cover rows × cols");
+        assert_eq!(cols % code.block_values(), 0, "4-bit rows are whole blocks");
+        let row_bytes = cols / code.block_values() * code.block_bytes();
+        assert_eq!(blocks.len(), rows * row_bytes, "blocks must cover rows × cols");
         let width = cols.next_multiple_of(VECTOR);
         let mut packed = vec![0u8; rows * width / 2];
-        let mut scales = vec![0u16; rows * width / BLOCK];
-        let mut mins = vec![0u16; rows * width / BLOCK];
-        let mut row_blocks = blocks.chunks_exact(code.block_bytes());
-        for row in 0..rows {
+        let mut scales = BlockValues::zeros(code, rows * width / BLOCK);
+        let mut mins = BlockValues::zeros(code, rows * width / BLOCK);
+        for (row, stored) in blocks.chunks_exact(row_bytes).enumerate() {
+            let decoded: Vec<Decoded> = stored.chunks_exact(code.block_bytes()).flat_map(|b| code.decode(b)).collect();
             let packed_row = &mut packed[row * width / 2..][..width / 2];
             for span in spans(width) {
                 for b in 0..span.blocks() {
                     let index = (row * width + span.start) / BLOCK + b;
-                    if span.start + b * BLOCK >= cols {
+                    let Some(&(scale, min, values)) = decoded.get(span.start / BLOCK + b) else {
                         continue; // padding: scale and min stay 0
-                    }
-                    let (scale, min, values) = code.decode(row_blocks.next().expect("block count checked"));
-                    (scales[index], mins[index]) = (scale, min);
+                    };
+                    scales.set(index, scale);
+                    mins.set(index, min);
                     for (e, &q) in values.iter().enumerate() {
                         let (byte, shift) = span.packed(span.position(b, e));
                         packed_row[span.start / 2 + byte] |= q << shift;
@@ -296,7 +367,8 @@ impl QuantizedRows {
 
 /// Weight rows per tile: a tile's weights stay in L1 while every input row meets them.
 const TILE_ROWS: usize = 4;
-/// Input rows per group: a group's accumulators stay in registers.
+/// Input rows per group: a group's accumulators stay in registers. Codes whose sums take
+/// few registers meet wider groups first (see [`blocks`]).
 const GROUP: usize = 4;
 
 /// Where a block of products goes: weight rows from `row0`, input rows from `r0`,
@@ -309,15 +381,19 @@ struct Block {
 }
 
 /// The blocks of the products of weight rows `rows` with `m` input rows: tiles of up to
-/// [`TILE_ROWS`] weight rows, each met by groups of up to [`GROUP`] input rows in turn, as
-/// `(tile, group, where)`. (Iterators rather than closures: a closure would not be compiled
-/// with the target features of the kernel that runs it.)
-fn blocks(rows: Range<usize>, m: usize) -> impl Iterator<Item = (usize, usize, Block)> {
+/// [`TILE_ROWS`] weight rows, each met in turn by groups of `wide` input rows while that
+/// many remain, then by groups of up to [`GROUP`], as `(tile, group, where)`. (Iterators
+/// rather than closures: a closure would not be compiled with the target features of the
+/// kernel that runs it.)
+fn blocks(rows: Range<usize>, m: usize, wide: usize) -> impl Iterator<Item = (usize, usize, Block)> {
+    let full = m / wide * wide;
+    let groups = (0..full).step_by(wide).map(move |r0| (r0, wide));
+    let groups = groups.chain((full..m).step_by(GROUP).map(move |r0| (r0, (m - r0).min(GROUP))));
     rows.clone().step_by(TILE_ROWS).flat_map(move |tile_start| {
         let tile = (rows.end - tile_start).min(TILE_ROWS);
-        (0..m)
-            .step_by(GROUP)
-            .map(move |r0| (tile, (m - r0).min(GROUP), Block { row0: tile_start, r0, column: tile_start - rows.start }))
+        groups
+            .clone()
+            .map(move |(r0, group)| (tile, group, Block { row0: tile_start, r0, column: tile_start - rows.start }))
     })
 }
 
@@ -570,14 +646,12 @@ mod tests {
             let blocks: Vec<u8> = match code {
                 FourBit::Q4_1 => blocks.clone(),
                 FourBit::Q4_0 => blocks.chunks_exact(20).flat_map(|b| b[..2].iter().chain(&b[4..]).copied()).collect(),
+                FourBit::Q4K => unreachable!("Q4_K has a test of its own"),
             };
             let stored: Vec<f32> = blocks
                 .chunks_exact(code.block_bytes())
-                .flat_map(|b| {
-                    let (scale, min, values) = code.decode(b);
-                    let (scale, min) = (half::f16::from_bits(scale).to_f32(), half::f16::from_bits(min).to_f32());
-                    values.map(|q| scale * q as f32 + min)
-                })
+                .flat_map(|b| code.decode(b))
+                .flat_map(|(scale, min, values)| values.map(|q| scale * q as f32 + min))
                 .collect();
             let got = product(&QuantMatrix::from_four_bit(code, &blocks, rows, cols, Kernel::best()), &x, m);
             for j in 0..rows {
@@ -615,11 +689,60 @@ mod tests {
         q4_1[..2].copy_from_slice(&half::f16::from_f32(0.5).to_le_bytes());
         q4_1[2..4].copy_from_slice(&half::f16::from_f32(-1.0).to_le_bytes());
         q4_1[4] = 0x3A; // value 0 = 0xA, value 16 = 0x3
-        let float = |bits| half::f16::from_bits(bits).to_f32();
-        let (scale, min, values) = FourBit::Q4_1.decode(&q4_1);
-        assert_eq!((float(scale), float(min), values[0], values[16], values[1]), (0.5, -1.0, 10, 3, 0));
-        let (scale, min, values) = FourBit::Q4_0.decode(&[&q4_1[..2], &q4_1[4..]].concat());
-        assert_eq!((float(scale), float(min), values[0], values[16]), (0.5, -4.0, 10, 3));
+        let (scale, min, values) = FourBit::Q4_1.decode(&q4_1)[0];
+        assert_eq!((scale, min, values[0], values[16], values[1]), (0.5, -1.0, 10, 3, 0));
+        let (scale, min, values) = FourBit::Q4_0.decode(&[&q4_1[..2], &q4_1[4..]].concat())[0];
+        assert_eq!((scale, min, values[0], values[16]), (0.5, -4.0, 10, 3));
+    }
+
+    /// Q4_K weights `[rows, cols]` written by the test models' ggml encoder, and the values
+    /// ggml decodes them to.
+    fn q4_k(rows: usize, cols: usize, seed: u32) -> (Vec<u8>, Vec<f32>) {
+        copilotd_test_support::ggml::encode(candle_core::quantized::GgmlDType::Q4K, &values(rows * cols, seed))
+    }
+
+    #[test]
+    fn q4_k_blocks_decode_to_what_ggml_decodes() {
+        let (blocks, decoded) = q4_k(3, 512, 53);
+        let ours: Vec<f32> = blocks
+            .chunks_exact(FourBit::Q4K.block_bytes())
+            .flat_map(|b| FourBit::Q4K.decode(b))
+            .flat_map(|(scale, min, values)| values.map(|q| scale * q as f32 + min))
+            .collect();
+        assert_eq!(ours, decoded);
+    }
+
+    #[test]
+    fn q4_k_weights_run_exactly_on_every_kernel() {
+        for (rows, cols, m) in [(5, 256, 3), (9, 1536, 6), (4, 768, 17)] {
+            let (blocks, decoded) = q4_k(rows, cols, 59);
+            let x = values(m * cols, 61);
+            let mut first: Option<Vec<f32>> = None;
+            for kernel in Kernel::supported() {
+                let w = QuantMatrix::from_four_bit(FourBit::Q4K, &blocks, rows, cols, kernel);
+                let got = product(&w, &x, m);
+                assert_eq!(got, reference_product(&w, &x, m), "{kernel}: {rows}×{cols}, m = {m}");
+                assert_eq!(&got, first.get_or_insert_with(|| got.clone()), "{kernel} against the first kernel");
+                for (j, r) in (0..rows).flat_map(|j| (0..m).map(move |r| (j, r))) {
+                    let (w, x) = (&decoded[j * cols..][..cols], &x[r * cols..][..cols]);
+                    let exact: f32 = w.iter().zip(x).map(|(w, x)| w * x).sum();
+                    // The input's 8-bit rounding moves each value by at most half a step
+                    // (its block's largest magnitude / 127).
+                    let bound: f32 = (0..cols)
+                        .map(|c| {
+                            let block = &x[c / BLOCK * BLOCK..][..BLOCK];
+                            w[c].abs() * block.iter().fold(0f32, |a, v| a.max(v.abs())) / 254.0
+                        })
+                        .sum();
+                    let err = (got[j * m + r] - exact).abs();
+                    assert!(
+                        err <= 1.01 * bound + 1e-3,
+                        "row {j}, input {r}: {} vs {exact} (bound {bound})",
+                        got[j * m + r]
+                    );
+                }
+            }
+        }
     }
 
     #[test]

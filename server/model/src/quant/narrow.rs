@@ -95,9 +95,16 @@ pub(super) trait NibbleWeights: Engine {
 pub(super) trait Stored: Copy {
     unsafe fn lanes<E: Engine>(values: *const Self) -> E::Float;
     unsafe fn pair<E: Engine>(pair: *const Self) -> E::Float;
+    /// The values of 4-bit blocks stored as `Self`.
+    fn of(values: &BlockValues) -> &[Self];
 }
 
 impl Stored for f32 {
+    fn of(values: &BlockValues) -> &[f32] {
+        let BlockValues::Floats(f) = values else { unreachable!("f16 block values read as f32") };
+        f
+    }
+
     #[inline(always)]
     unsafe fn lanes<E: Engine>(values: *const f32) -> E::Float {
         E::load(values)
@@ -110,6 +117,11 @@ impl Stored for f32 {
 }
 
 impl Stored for u16 {
+    fn of(values: &BlockValues) -> &[u16] {
+        let BlockValues::Halves(h) = values else { unreachable!("f32 block values read as f16") };
+        h
+    }
+
     #[inline(always)]
     unsafe fn lanes<E: Engine>(values: *const u16) -> E::Float {
         E::load_halves(values)
@@ -133,6 +145,9 @@ pub(super) trait Code<E: Engine> {
     const STEP: usize;
     /// Whether a block of four input rows meets one weight row at a time.
     const ONE_ROW_FOR_FOUR: bool;
+    /// Input rows a weight row meets at once while that many remain ([`GROUP`] or 8):
+    /// wider groups unpack each loaded weight vector for more rows.
+    const WIDE_GROUP: usize;
     /// Whether lanes add the weights' block mins times the input's [`QuantizedRows::min_terms`].
     const MINS: bool;
 
@@ -168,6 +183,7 @@ impl<E: ByteWeights> Code<E> for Q8 {
     type Scale = f32;
     const STEP: usize = 1;
     const ONE_ROW_FOR_FOUR: bool = E::PAIRED_WEIGHTS;
+    const WIDE_GROUP: usize = GROUP;
     const MINS: bool = false;
 
     fn row(w: &QuantMatrix, row: usize) -> *const u8 {
@@ -207,15 +223,33 @@ impl<E: ByteWeights> Code<E> for Q8 {
     }
 }
 
-/// 4-bit weights with block mins.
-pub(super) struct Q4;
+/// 4-bit weights with block scales and mins stored as `S`.
+pub(super) struct Q4<S>(std::marker::PhantomData<S>);
 
-impl<E: NibbleWeights> Code<E> for Q4 {
+/// [`multiply`] of 4-bit weights on engine `E`, whichever way their block values are stored.
+#[inline(always)]
+pub(super) unsafe fn multiply_nibbles<E: NibbleWeights>(
+    w: &QuantMatrix,
+    x: &QuantizedRows,
+    out: &mut [f32],
+    rows: Range<usize>,
+) {
+    match &w.values {
+        Values::Nibbles { scales: BlockValues::Halves(_), .. } => multiply::<E, Q4<u16>>(w, x, out, rows),
+        Values::Nibbles { scales: BlockValues::Floats(_), .. } => multiply::<E, Q4<f32>>(w, x, out, rows),
+        Values::Biased { .. } => unreachable!("4-bit code on Q8_0 weights"),
+    }
+}
+
+impl<E: NibbleWeights, S: Stored> Code<E> for Q4<S> {
     type Weights = E::Nibbles;
     type Sums = E::Partial;
-    type Scale = u16;
+    type Scale = S;
     const STEP: usize = 2;
     const ONE_ROW_FOR_FOUR: bool = false;
+    /// Eight 16-bit partial sums, a weight vector's low and high nibbles and the input
+    /// fit in AVX2's 16 registers.
+    const WIDE_GROUP: usize = 8;
     const MINS: bool = true;
 
     fn row(w: &QuantMatrix, row: usize) -> *const u8 {
@@ -223,10 +257,10 @@ impl<E: NibbleWeights> Code<E> for Q4 {
         packed[row * w.width / 2..].as_ptr()
     }
 
-    fn scales(w: &QuantMatrix, row: usize) -> (*const u16, *const u16) {
+    fn scales(w: &QuantMatrix, row: usize) -> (*const S, *const S) {
         let Values::Nibbles { scales, mins, .. } = &w.values else { unreachable!("4-bit code on Q8_0 weights") };
         let first = row * w.width / BLOCK;
-        (scales[first..].as_ptr(), mins[first..].as_ptr())
+        (S::of(scales)[first..].as_ptr(), S::of(mins)[first..].as_ptr())
     }
 
     /// A full span's load step reads a pair of packed vectors; a tail span's one load
@@ -282,8 +316,13 @@ pub(super) unsafe fn multiply<E: Engine, C: Code<E>>(
     out: &mut [f32],
     rows: Range<usize>,
 ) {
-    for (tile, group, at) in blocks(rows, x.rows) {
+    for (tile, group, at) in blocks(rows, x.rows, C::WIDE_GROUP) {
         match (tile, group) {
+            (TILE_ROWS, 8) => {
+                for at in at.tile_by::<1>() {
+                    block::<E, C, 1, 8>(w, x, at, out);
+                }
+            }
             (TILE_ROWS, 4) if C::ONE_ROW_FOR_FOUR => {
                 for at in at.tile_by::<1>() {
                     block::<E, C, 1, 4>(w, x, at, out);

@@ -4,7 +4,7 @@
 //! pairwise additions do. Products of bytes within ±127 fit in 16 bits exactly. 4-bit
 //! weights (0…15) are signed bytes as they are, and take the same products.
 
-use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4, Q8};
+use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q8};
 use super::*;
 use std::arch::aarch64::*;
 
@@ -13,7 +13,7 @@ use std::arch::aarch64::*;
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match w.values {
         Values::Biased { .. } => narrow::multiply::<Neon, Q8>(w, x, out, rows),
-        Values::Nibbles { .. } => narrow::multiply::<Neon, Q4>(w, x, out, rows),
+        Values::Nibbles { .. } => narrow::multiply_nibbles::<Neon>(w, x, out, rows),
     }
 }
 
@@ -22,7 +22,7 @@ pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32
 pub(super) unsafe fn multiply_dotprod(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match w.values {
         Values::Biased { .. } => narrow::multiply::<NeonDotprod, Q8>(w, x, out, rows),
-        Values::Nibbles { .. } => narrow::multiply::<NeonDotprod, Q4>(w, x, out, rows),
+        Values::Nibbles { .. } => narrow::multiply_nibbles::<NeonDotprod>(w, x, out, rows),
     }
 }
 

@@ -45,14 +45,12 @@ fn dot(w: &QuantMatrix, row: usize, weights: &[i32], x: &QuantizedRows, r: usize
         let blocks = blocks.start..blocks.start + span.blocks();
         let x_scales = &x.scales[(r * x.width + span.start) / BLOCK..][..span.blocks()];
         let lanes = lanes_start + index * LANES..;
-        let half = |bits: &[u16]| bits[..span.blocks()].iter().map(|&b| half::f16::from_bits(b).to_f32()).collect();
+        let floats = |values: &BlockValues| blocks.clone().map(|b| values.get(b)).collect();
         let (starts, w_scales, mins): (_, Vec<f32>, _) = match &w.values {
             Values::Biased { scales, .. } => (&x.bias_corrections[lanes][..LANES], scales[blocks].to_vec(), None),
-            Values::Nibbles { scales, mins, .. } => (
-                &[0; LANES][..],
-                half(&scales[blocks.clone()]),
-                Some((half(&mins[blocks]), &x.min_terms[lanes][..LANES])),
-            ),
+            Values::Nibbles { scales, mins, .. } => {
+                (&[0; LANES][..], floats(scales), Some((floats(mins), &x.min_terms[lanes][..LANES])))
+            }
         };
         for (lane, (acc, start)) in acc.iter_mut().zip(starts).enumerate() {
             let mut exact = *start;
