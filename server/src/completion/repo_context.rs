@@ -131,6 +131,14 @@ mod tests {
         (Completer::new(model, settings), written.vocab)
     }
 
+    /// A Qwen2.5-Coder completer, its vocabulary and tokenizer (the directory holds its model).
+    fn qwen(settings: EngineSettings) -> (tempfile::TempDir, Completer, Vocab, Tokenizer) {
+        let dir = tempfile::tempdir().unwrap();
+        let (completer, vocab) = completer(dir.path(), Family::QwenCoder, settings);
+        let tok = completer.tokenizer().clone();
+        (dir, completer, vocab, tok)
+    }
+
     fn repository(tok: &Tokenizer, name: &str, files: &[(&str, &str)]) -> Repository {
         let mut store = RepositoryStore::new();
         for (path, text) in files {
@@ -154,9 +162,7 @@ mod tests {
     #[test]
     fn qwen_prompts_show_the_related_files_of_the_current_repository_first() {
         use Part::{Special as S, Text as T};
-        let dir = tempfile::tempdir().unwrap();
-        let (mut completer, vocab) = completer(dir.path(), Family::QwenCoder, EngineSettings::default());
-        let tok = completer.tokenizer().clone();
+        let (_dir, mut completer, vocab, tok) = qwen(EngineSettings::default());
         let text = format!("{BEFORE}{AFTER}");
         // The current file is in the second folder, as the editor's buffer (it shares the most
         // with itself, and is left out); the first folder's related file is another repository's.
@@ -224,11 +230,9 @@ mod tests {
 
     #[test]
     fn the_context_keeps_to_its_share_and_cuts_files_at_line_ends() {
-        let dir = tempfile::tempdir().unwrap();
         let mut settings = EngineSettings::default();
         settings.prompt.max_tokens = 512;
-        let (mut completer, vocab) = completer(dir.path(), Family::QwenCoder, settings);
-        let tok = completer.tokenizer().clone();
+        let (_dir, mut completer, vocab, tok) = qwen(settings);
         let long_shapes = SHAPES.repeat(8);
         // Far more than the window before the cursor.
         let before = format!("{}{BEFORE}", "x = Square(1).area()\n".repeat(60));
@@ -261,9 +265,7 @@ mod tests {
 
     #[test]
     fn at_most_a_few_files_the_best_match_last() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut completer, vocab) = completer(dir.path(), Family::QwenCoder, EngineSettings::default());
-        let tok = completer.tokenizer().clone();
+        let (_dir, mut completer, vocab, tok) = qwen(EngineSettings::default());
         let text = format!("{BEFORE}{AFTER}");
         // f0.py to f3.py: each shares more of the text around the cursor than the one before.
         let lines = ["square = Square(3)\n", "total = square.area()\n", "print(square.side)\n"];
@@ -286,9 +288,7 @@ mod tests {
 
     #[test]
     fn typing_keeps_the_context_and_the_prompt_start() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut completer, vocab) = completer(dir.path(), Family::QwenCoder, EngineSettings::default());
-        let tok = completer.tokenizer().clone();
+        let (_dir, mut completer, vocab, tok) = qwen(EngineSettings::default());
         // The text before the cursor ends a 64-token block: the next keystrokes start a new one.
         let mut before = BEFORE.to_owned();
         while tok.encode(&before).unwrap().len() % 64 != 0 {
