@@ -37,6 +37,9 @@ pub struct Config {
     /// Fill-in-the-middle prompts (text after the cursor too) for models with FIM tokens;
     /// off: the text before the cursor only, which some FIM models complete better from.
     pub fim: bool,
+    /// Files of the repository before the current one in FIM prompts, for models trained
+    /// with repository-level context (Qwen2.5-Coder).
+    pub repo_context: bool,
 }
 
 impl Default for Config {
@@ -50,6 +53,7 @@ impl Default for Config {
             ignore: Vec::new(),
             sampling: Sampling::GREEDY,
             fim: true,
+            repo_context: true,
         }
     }
 }
@@ -64,8 +68,19 @@ pub enum Naming {
 }
 
 /// The settings, by their snake_case name.
-const SETTINGS: [&str; 10] =
-    ["model", "strategy", "max_tokens", "threads", "languages", "ignore", "temperature", "top_p", "seed", "fim"];
+const SETTINGS: [&str; 11] = [
+    "model",
+    "strategy",
+    "max_tokens",
+    "threads",
+    "languages",
+    "ignore",
+    "temperature",
+    "top_p",
+    "seed",
+    "fim",
+    "repo_context",
+];
 
 fn spelled(name: &str, naming: Naming) -> String {
     match naming {
@@ -191,9 +206,8 @@ impl Config {
                 let wrong = || format!("seed must be an integer in 0..={}, got {value}", u64::MAX);
                 self.sampling.seed = Some(value.as_u64().ok_or_else(wrong)?);
             }
-            ("fim", Value::Null) => self.fim = defaults.fim,
-            ("fim", Value::Bool(on)) => self.fim = *on,
-            ("fim", _) => return Err(format!("expected true or false, got {value}")),
+            ("fim", _) => self.fim = boolean(value, defaults.fim)?,
+            ("repo_context", _) => self.repo_context = boolean(value, defaults.repo_context)?,
             _ => unreachable!("`{name}` is not in SETTINGS"),
         }
         Ok(())
@@ -202,7 +216,13 @@ impl Config {
     /// The engine settings these settings select (the rest at the engine's defaults), so that
     /// the server and `copilotd complete` load the same model the same way.
     pub fn engine_settings(&self) -> EngineSettings {
-        EngineSettings { model: self.model.clone(), threads: self.threads, fim: self.fim, ..EngineSettings::default() }
+        EngineSettings {
+            model: self.model.clone(),
+            threads: self.threads,
+            fim: self.fim,
+            repo_context: self.repo_context,
+            ..EngineSettings::default()
+        }
     }
 
     /// Whether documents of this LSP language id get completions.
@@ -213,6 +233,15 @@ impl Config {
 
 fn positive(value: &Value) -> Option<usize> {
     value.as_u64().filter(|&n| n > 0).and_then(|n| usize::try_from(n).ok())
+}
+
+/// A switch: `true` or `false`, `null` for its default.
+fn boolean(value: &Value, default: bool) -> Result<bool, String> {
+    match value {
+        Value::Null => Ok(default),
+        Value::Bool(on) => Ok(*on),
+        _ => Err(format!("expected true or false, got {value}")),
+    }
 }
 
 fn number(value: &Value) -> Result<f64, String> {
@@ -250,7 +279,7 @@ mod tests {
     fn toml_uses_snake_case_and_keeps_defaults_for_absent_settings() {
         let mut config = Config::default();
         let warnings = config.apply_toml(
-            "model = \"/m/x.gguf\"\nstrategy = \"pld\"\nmax_tokens = 32\nthreads = 2\nignore = [\"*.lock\"]\nfim = false\n",
+            "model = \"/m/x.gguf\"\nstrategy = \"pld\"\nmax_tokens = 32\nthreads = 2\nignore = [\"*.lock\"]\nfim = false\nrepo_context = false\n",
         );
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.model, Some(PathBuf::from("/m/x.gguf")));
@@ -260,17 +289,21 @@ mod tests {
         assert_eq!(config.languages, vec!["python".to_owned()]);
         assert_eq!(config.ignore, vec!["*.lock".to_owned()]);
         assert!(!config.fim && !config.engine_settings().fim);
+        assert!(!config.repo_context && !config.engine_settings().repo_context);
         assert!(Config::default().engine_settings().fim);
+        assert!(Config::default().engine_settings().repo_context);
     }
 
     #[test]
     fn client_settings_use_camel_case() {
         let mut config = Config::default();
-        let warnings =
-            config.apply(&json!({"maxTokens": 16, "languages": ["python", "rust"], "fim": false}), Naming::CamelCase);
+        let warnings = config.apply(
+            &json!({"maxTokens": 16, "languages": ["python", "rust"], "fim": false, "repoContext": false}),
+            Naming::CamelCase,
+        );
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.max_tokens, 16);
-        assert!(!config.fim);
+        assert!(!config.fim && !config.repo_context);
         assert!(config.serves_language("rust"));
         // The snake_case spelling is not a client setting.
         let warnings = config.apply(&json!({"max_tokens": 8}), Naming::CamelCase);
@@ -283,11 +316,11 @@ mod tests {
         let mut config = Config::default();
         config.apply(&json!({"maxTokens": 16, "strategy": "ar"}), Naming::CamelCase);
         let warnings = config.apply(
-            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7, "fim": "no"}),
+            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7, "fim": "no", "repoContext": 1}),
             Naming::CamelCase,
         );
-        assert_eq!(warnings.len(), 6, "{warnings:?}");
-        assert!(config.fim);
+        assert_eq!(warnings.len(), 7, "{warnings:?}");
+        assert!(config.fim && config.repo_context);
         assert_eq!(config.max_tokens, 16);
         assert_eq!(config.strategy, Strategy::Ar);
         assert_eq!(config.threads, None);

@@ -11,7 +11,7 @@ use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_draft::spectra::SpectraConfig;
 use copilotd_server::completion::drafting::{BudgetSettings, DraftSources};
 use copilotd_server::completion::{Completer, CompletionRequest, CompletionStats, Sampling, Strategy};
-use copilotd_server::workspace::{index_workspace, WalkConfig};
+use copilotd_server::workspace::{index_workspace, Repository, WalkConfig};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -90,7 +90,7 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
             .iter()
             .map(|v| {
                 let mut sources = DraftSources::new(v.fastcoder.clone(), v.budget).with_spectra(v.spectra);
-                sources.repository = vec![store.clone()];
+                sources.repository = vec![Repository::new(&root, store.clone())];
                 sources.common = v.common.clone().or_else(|| bench.common.clone());
                 sources
             })

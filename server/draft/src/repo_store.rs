@@ -9,6 +9,7 @@
 
 mod index;
 mod persist;
+mod related;
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -33,7 +33,7 @@ mod weights;
 pub use config::{Config, Family, RopeStyle};
 pub use kernel::{choose as choose_kernel, CpuDescription, Kernel, KernelChoice, KERNEL_ENV};
 pub use model::Model;
-pub use tokenizer::{tokenizer_from_gguf, FimTokens, Tokenizer};
+pub use tokenizer::{tokenizer_from_gguf, FimTokens, RepoTokens, Tokenizer};
 pub use tree::TreeLayout;
 
 /// File name of the embedded default model.

@@ -28,6 +28,17 @@ pub struct FimTokens {
     /// The prefix text starts with a space: CodeLlama's layout `<PRE> {prefix} <SUF>{suffix}
     /// <MID>`, where SentencePiece's dummy prefix puts a space before the prefix only.
     pub space_before_prefix: bool,
+    /// Repository-level context tokens, for models trained with them (see [`RepoTokens`]).
+    pub repo: Option<RepoTokens>,
+}
+
+/// Qwen2.5-Coder's repository-level tokens: `<|repo_name|>` before the repository's name and
+/// `<|file_sep|>` before each file's path. StarCoder's `<repo_name>` and `<file_sep>` are not
+/// taken: StarCoder2 documents another layout and no combination with FIM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RepoTokens {
+    pub repo_name: u32,
+    pub file_sep: u32,
 }
 
 /// A cheaply clonable, thread-safe tokenizer.
@@ -128,8 +139,14 @@ impl Tokenizer {
                 middle: self.token_to_id(m)?,
                 bos: None,
                 space_before_prefix: self.dummy_prefix && p.ends_with("<PRE>"),
+                repo: self.repo_tokens(),
             })
         })
+    }
+
+    /// Qwen2.5-Coder's repository-level tokens, when the vocabulary has both.
+    fn repo_tokens(&self) -> Option<RepoTokens> {
+        Some(RepoTokens { repo_name: self.token_to_id("<|repo_name|>")?, file_sep: self.token_to_id("<|file_sep|>")? })
     }
 }
 

@@ -12,7 +12,7 @@ mod common;
 
 use candle_core::quantized::GgmlDType;
 use common::{argmax, exact};
-use copilotd_model::{LoadOptions, Model, WeightFormat};
+use copilotd_model::{LoadOptions, Model, RepoTokens, WeightFormat};
 use copilotd_test_support::synthetic::{self, Family, Written};
 use std::path::Path;
 
@@ -199,6 +199,11 @@ fn each_family_reports_its_fim_and_end_tokens() {
         assert_eq!([fim.prefix, fim.suffix, fim.middle], spelling.map(id), "{family:?}");
         assert_eq!(fim.bos, bos, "{family:?}");
         assert_eq!(fim.space_before_prefix, space, "{family:?}");
+        // Repository-level context: Qwen2.5-Coder's tokens only (StarCoder's `<repo_name>`
+        // spelling has another layout, the other families have none).
+        let repo = (family == Family::QwenCoder)
+            .then(|| RepoTokens { repo_name: id("<|repo_name|>"), file_sep: id("<|file_sep|>") });
+        assert_eq!(fim.repo, repo, "{family:?}");
         end.sort_unstable();
         assert_eq!(info.eos_tokens, end, "{family:?}");
     }

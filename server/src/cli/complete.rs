@@ -6,7 +6,7 @@ use crate::completion::{Completer, CompletionRequest, Strategy};
 use crate::config::Config;
 use crate::text_position;
 use crate::workspace::paths::workspace_store_path;
-use crate::workspace::{index_workspace, SharedStore, WalkConfig};
+use crate::workspace::{index_workspace, Repository, WalkConfig};
 use anyhow::{Context, Result};
 use clap::Args;
 use copilotd_draft::cancel::CancelToken;
@@ -46,7 +46,7 @@ pub struct CompleteArgs {
 
 /// The workspace's repository datastore, brought up to date (reusing what
 /// `copilotd index` or the daemon persisted).
-fn index_quietly(workspace: &Path, tokenizer: &Tokenizer) -> Result<SharedStore> {
+fn index_quietly(workspace: &Path, tokenizer: &Tokenizer) -> Result<Repository> {
     let (config, _) = Config::load();
     let root = workspace.canonicalize().with_context(|| format!("cannot open workspace {}", workspace.display()))?;
     let walk = WalkConfig::new(&config.languages, &config.ignore)?;
@@ -56,7 +56,7 @@ fn index_quietly(workspace: &Path, tokenizer: &Tokenizer) -> Result<SharedStore>
     if let Some(warning) = summary.warning {
         eprintln!("copilotd: warning: {warning}");
     }
-    Ok(Arc::new(RwLock::new(store)))
+    Ok(Repository::new(&root, Arc::new(RwLock::new(store))))
 }
 
 pub fn run(args: &CompleteArgs) -> Result<()> {
@@ -71,7 +71,8 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
     if args.strategy.uses_common_store() {
         completer.load_common_store()?;
     }
-    if args.strategy.uses_repository_store() {
+    // The repository store feeds drafting and, for models trained with it, the prompt.
+    if args.strategy.uses_repository_store() || completer.uses_repo_context() {
         completer.set_repositories(vec![index_quietly(&args.workspace, completer.tokenizer())?]);
     }
     let relative = args.file.to_string_lossy();

@@ -63,6 +63,10 @@ pub struct EngineArgs {
     /// Prompt with the text before the cursor only, also for models with fill-in-the-middle tokens.
     #[arg(long)]
     pub no_fim: bool,
+    /// No files of the repository before the current one in FIM prompts (models trained with
+    /// repository-level context, such as Qwen2.5-Coder, get them by default).
+    #[arg(long)]
+    pub no_repo_context: bool,
     /// Most draft tree nodes per step (besides the root).
     #[arg(long, default_value_t = BudgetSettings::default().max_nodes)]
     pub draft_nodes: usize,
@@ -83,6 +87,7 @@ impl EngineArgs {
             weights: self.weights,
             kernel: self.kernel,
             fim: !self.no_fim,
+            repo_context: !self.no_repo_context,
             budget: BudgetSettings {
                 cost_aware: !self.fixed_budget,
                 max_nodes: self.draft_nodes,
@@ -174,5 +179,7 @@ mod tests {
         let settings = |args: &[&str]| <Cli as clap::Parser>::parse_from(args).engine.settings();
         assert!(settings(&["copilotd"]).fim);
         assert!(!settings(&["copilotd", "--no-fim"]).fim);
+        assert!(settings(&["copilotd"]).repo_context);
+        assert!(!settings(&["copilotd", "--no-repo-context"]).repo_context);
     }
 }

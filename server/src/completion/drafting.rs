@@ -2,7 +2,7 @@
 
 use super::{acceptance, Strategy};
 use crate::syntax::LineStartOracle;
-use crate::workspace::SharedStore;
+use crate::workspace::Repository;
 use anyhow::{bail, Result};
 use copilotd_draft::budget::{BudgetPolicy, CostAwareBudget, CostModel, FixedBudget};
 use copilotd_draft::combined::Combined;
@@ -50,8 +50,9 @@ pub const UNCALIBRATED: FixedBudget = FixedBudget { nodes: 4, depth: 4 };
 /// n-gram dictionaries and the acceptance statistics of the budget keep
 /// learning across requests.
 pub struct DraftSources {
-    /// The repository datastores, one per workspace folder.
-    pub repository: Vec<SharedStore>,
+    /// The repository datastores, one per workspace folder (also the repository-level
+    /// context of FIM prompts, see `repo_context`).
+    pub repository: Vec<Repository>,
     pub common: Option<Arc<CommonStore>>,
     pub cache: Arc<Mutex<PreferenceCache>>,
     pub fastcoder: FastCoderConfig,
@@ -159,7 +160,8 @@ impl DraftSources {
     }
 
     fn fastcoder_drafter(&self, config: FastCoderConfig, tokenizer: &Tokenizer) -> FastCoderDrafter {
-        let drafter = FastCoderDrafter::new(config, self.repository.clone(), self.common.clone(), self.cache.clone());
+        let stores: Vec<_> = self.repository.iter().map(|repository| repository.store.clone()).collect();
+        let drafter = FastCoderDrafter::new(config, stores, self.common.clone(), self.cache.clone());
         match LineStartOracle::new() {
             Ok(oracle) => drafter.with_line_start(line_start_fn(tokenizer.clone(), oracle)),
             Err(error) => {

@@ -9,6 +9,7 @@ pub mod drafting;
 pub mod error;
 pub mod model_adapter;
 pub mod prompt;
+pub mod repo_context;
 pub mod sampling;
 pub mod stop;
 pub mod strategy;
@@ -19,7 +20,7 @@ pub use sampling::Sampling;
 pub use strategy::Strategy;
 
 use crate::model_files;
-use crate::workspace::SharedStore;
+use crate::workspace::Repository;
 use anyhow::Result;
 use copilotd_draft::budget::{CostModel, FixedBudget};
 use copilotd_draft::cancel::CancelToken;
@@ -31,6 +32,7 @@ use copilotd_draft::pref_cache::PreferenceCache;
 use copilotd_model::{Kernel, LoadOptions, Model, ModelInfo, Tokenizer, WeightFormat};
 use drafting::{BudgetSettings, DraftSources};
 use model_adapter::LoadedModel;
+use repo_context::RepoContext;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -49,6 +51,9 @@ pub struct EngineSettings {
     pub prompt: prompt::PromptBudget,
     /// Use fill-in-the-middle prompts when the model has FIM tokens.
     pub fim: bool,
+    /// Put files of the repository before the current one in FIM prompts, when the model
+    /// has repository-level tokens (`repo_context`).
+    pub repo_context: bool,
     /// Stop after this many lines (0: only the block rule and max tokens).
     pub max_lines: usize,
     /// Draft tree sizes.
@@ -67,6 +72,7 @@ impl Default for EngineSettings {
             prompt: prompt::PromptBudget::default(),
             // Models with fill-in-the-middle tokens see the text after the cursor too.
             fim: true,
+            repo_context: true,
             max_lines: 0,
             budget: BudgetSettings::default(),
             fastcoder: FastCoderConfig::default(),
@@ -213,13 +219,19 @@ impl Completer {
         &self.info
     }
 
+    /// Whether FIM prompts show files of the repository before the current one (the model
+    /// has repository-level tokens and FIM and repository context are on).
+    pub fn uses_repo_context(&self) -> bool {
+        self.settings.fim && self.settings.repo_context && self.info.fim.is_some_and(|fim| fim.repo.is_some())
+    }
+
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
     }
 
     /// The live repository datastores of the workspace being served, one per folder.
-    pub fn set_repositories(&mut self, stores: Vec<SharedStore>) {
-        self.sources.repository = stores;
+    pub fn set_repositories(&mut self, repositories: Vec<Repository>) {
+        self.sources.repository = repositories;
     }
 
     /// Opens the common datastore for this model's tokenizer, building it
@@ -311,8 +323,7 @@ impl Completer {
         if request.cursor > text.len() || !text.is_char_boundary(request.cursor) {
             return Err(CompletionError::InvalidCursor(request.cursor));
         }
-        let fim = self.info.fim.as_ref().filter(|_| self.settings.fim);
-        let prompt = prompt::build(&self.tokenizer, text, request.cursor, &self.settings.prompt, fim)?;
+        let prompt = self.prompt(request)?;
         if prompt.tokens.is_empty() {
             return Ok(self.empty_completion(request.strategy));
         }
@@ -355,6 +366,20 @@ impl Completer {
             self.recent.pop_front();
         }
         Ok(Completion { text, tokens: generation.tokens, stats })
+    }
+
+    /// The prompt of a request (its cursor checked by the caller): FIM when the model has FIM
+    /// tokens and FIM is on, after files of the repository when the model has repository-level
+    /// tokens, repository context is on and the buffer has a path.
+    pub fn prompt(&self, request: &CompletionRequest) -> Result<prompt::Prompt> {
+        let fim = self.info.fim.as_ref().filter(|_| self.settings.fim);
+        let repo = match (fim.and_then(|fim| fim.repo), request.path) {
+            (Some(tokens), Some(path)) if self.settings.repo_context => {
+                Some(RepoContext { tokens, repositories: &self.sources.repository, path })
+            }
+            _ => None,
+        };
+        prompt::build(&self.tokenizer, request.text, request.cursor, &self.settings.prompt, fim, repo.as_ref())
     }
 
     /// Completes like [`Completer::complete`], drafting from `sources` instead of the engine's

@@ -1,9 +1,12 @@
 //! The prompt of a completion: the text before the cursor (and, for models
-//! with fill-in-the-middle tokens when FIM is enabled, the text after it),
-//! within a token budget.
+//! with fill-in-the-middle tokens when FIM is enabled, the text after it, and for
+//! models trained with repository-level context, files of the repository before
+//! the current one), within a token budget.
 
 use anyhow::Result;
 use copilotd_model::{FimTokens, Tokenizer};
+
+use super::repo_context::RepoContext;
 
 /// Bytes of text considered per prompt token before tokenizing; enough for
 /// code (about 3-4 bytes per token) while bounding the work on huge files.
@@ -16,6 +19,13 @@ const WINDOW_STRIDE_BYTES: usize = 4096;
 /// the previous one; dropping exactly the excess would shift the whole prompt by a token or two
 /// per keystroke, so every request in a long file would prefill the full window again.
 const WINDOW_STRIDE_TOKENS: usize = 256;
+
+/// Repository context is chosen from the text around the cursor: the suffix, and the prefix's
+/// start in whole blocks of this many tokens. The query then changes when the text before the
+/// cursor has grown by a block (or the window moved), not at every keystroke, so that the
+/// files chosen, and with them the prompt's start and the model's KV cache, stay the same
+/// while the person types.
+const REPO_QUERY_STEP: usize = 64;
 
 /// The stride for a prefix budget of `max_tokens`: [`WINDOW_STRIDE_TOKENS`], or a quarter of
 /// a smaller budget (a stride as long as the budget would leave no prefix at all).
@@ -30,11 +40,14 @@ pub struct PromptBudget {
     pub max_tokens: usize,
     /// Share of `max_tokens` given to the suffix in FIM prompts.
     pub suffix_share: f32,
+    /// Most of `max_tokens` given to repository context in FIM prompts (never more than half
+    /// of what the prefix would have without it).
+    pub repo_share: f32,
 }
 
 impl Default for PromptBudget {
     fn default() -> Self {
-        PromptBudget { max_tokens: 2048, suffix_share: 0.25 }
+        PromptBudget { max_tokens: 2048, suffix_share: 0.25, repo_share: 0.25 }
     }
 }
 
@@ -58,12 +71,18 @@ pub struct Prompt {
 /// middle of what the model would write as one token (indentation before a
 /// statement, half a word), so the last token is taken off and the model
 /// chooses the first token among those that restore it.
+///
+/// With `repo` (FIM prompts of models with repository-level tokens), files of the repository
+/// come first ([`RepoContext::tokens`]), within `repo_share` of the window; the prefix then
+/// gives up that much of its budget, never more than half. Without any file to show, the
+/// prompt is the plain FIM prompt with the prefix's whole budget.
 pub fn build(
     tokenizer: &Tokenizer,
     text: &str,
     cursor: usize,
     budget: &PromptBudget,
     fim: Option<&FimTokens>,
+    repo: Option<&RepoContext>,
 ) -> Result<Prompt> {
     anyhow::ensure!(text.is_char_boundary(cursor), "cursor at byte {cursor} is not at a character boundary");
     let (before, after) = text.split_at(cursor);
@@ -78,15 +97,26 @@ pub fn build(
         };
         return Ok(Prompt { tokens, healed });
     };
-    // The layout of the family's training: `[BOS] PRE prefix SUF suffix MID`.
+    // The layout of the family's training: `[BOS] [repository context] PRE prefix SUF suffix MID`.
     let fixed = 3 + usize::from(fim.bos.is_some());
     let suffix_budget = (budget.max_tokens as f32 * budget.suffix_share) as usize;
     let mut suffix = tokenizer.encode(window_from_start(after, suffix_budget * BYTES_PER_TOKEN_WINDOW))?;
     suffix.truncate(suffix_budget);
     let prefix_budget = budget.max_tokens.saturating_sub(suffix.len() + fixed);
-    let prefix = prefix_tokens(tokenizer, before, prefix_budget, fim.space_before_prefix)?;
-    let mut prompt = Vec::with_capacity(prefix.len() + suffix.len() + fixed);
+    let mut prefix = prefix_tokens(tokenizer, before, prefix_budget, fim.space_before_prefix)?;
+    let mut context = Vec::new();
+    if let Some(repo) = repo {
+        let share = ((budget.max_tokens as f32 * budget.repo_share) as usize).min(prefix_budget / 2);
+        let kept = fit(prefix.clone(), prefix_budget - share);
+        let query = &kept[..kept.len() - kept.len() % REPO_QUERY_STEP];
+        context = repo.tokens(tokenizer, &[query, suffix.as_slice()], share)?;
+        if !context.is_empty() {
+            prefix = kept;
+        }
+    }
+    let mut prompt = Vec::with_capacity(context.len() + prefix.len() + suffix.len() + fixed);
     prompt.extend(fim.bos);
+    prompt.extend(context);
     prompt.push(fim.prefix);
     prompt.extend(prefix);
     prompt.push(fim.suffix);
@@ -101,8 +131,15 @@ pub fn build(
 fn prefix_tokens(tokenizer: &Tokenizer, before: &str, max_tokens: usize, space_first: bool) -> Result<Vec<u32>> {
     let window = window_to_end(before, max_tokens * BYTES_PER_TOKEN_WINDOW);
     let tokens = if space_first { tokenizer.encode(&format!(" {window}"))? } else { tokenizer.encode(window)? };
+    Ok(fit(tokens, max_tokens))
+}
+
+/// `tokens` without their excess over `max_tokens`, dropped from the front in steps of
+/// [`window_stride`].
+fn fit(mut tokens: Vec<u32>, max_tokens: usize) -> Vec<u32> {
     let excess = tokens.len().saturating_sub(max_tokens);
-    Ok(tokens[excess.next_multiple_of(window_stride(max_tokens)).min(tokens.len())..].to_vec())
+    tokens.drain(..excess.next_multiple_of(window_stride(max_tokens)).min(tokens.len()));
+    tokens
 }
 
 /// The tail of `text` of at most about `max_bytes`, starting at a line start
@@ -133,7 +170,7 @@ fn window_from_start(text: &str, max_bytes: usize) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use copilotd_model::{LoadOptions, Model};
     use copilotd_test_support::synthetic::{self, Family, GgmlDType, Vocab};
@@ -148,12 +185,12 @@ mod tests {
     }
 
     /// A prompt as its parts: a special token by name, or text encoded as it stands.
-    enum Part<'a> {
+    pub(crate) enum Part<'a> {
         Special(&'a str),
         Text(&'a str),
     }
 
-    fn layout(tok: &Tokenizer, vocab: &Vocab, parts: &[Part]) -> Vec<u32> {
+    pub(crate) fn layout(tok: &Tokenizer, vocab: &Vocab, parts: &[Part]) -> Vec<u32> {
         let mut ids = Vec::new();
         for part in parts {
             match part {
@@ -169,7 +206,7 @@ mod tests {
 
     fn fim_prompt(tok: &Tokenizer, fim: &FimTokens) -> Vec<u32> {
         let text = format!("{BEFORE}{AFTER}");
-        build(tok, &text, BEFORE.len(), &PromptBudget::default(), Some(fim)).unwrap().tokens
+        build(tok, &text, BEFORE.len(), &PromptBudget::default(), Some(fim), None).unwrap().tokens
     }
 
     #[test]
@@ -233,8 +270,8 @@ mod tests {
             let before = "alpha = beta + gamma\n".repeat(40);
             let after = "delta = epsilon * zeta\n".repeat(40);
             let text = format!("{before}{after}");
-            let budget = PromptBudget { max_tokens: 64, suffix_share: 0.25 };
-            let prompt = build(&tok, &text, before.len(), &budget, Some(&fim)).unwrap().tokens;
+            let budget = PromptBudget { max_tokens: 64, ..PromptBudget::default() };
+            let prompt = build(&tok, &text, before.len(), &budget, Some(&fim), None).unwrap().tokens;
             // Both sides longer than the window: the suffix gets its 16, the prefix the rest
             // (less what its stride drops).
             let prefix_budget = 64 - 16 - fixed;
@@ -251,7 +288,7 @@ mod tests {
             assert_eq!(prompt[suffix_at - 2..suffix_at], tail[tail.len() - 2..]);
             // A short suffix leaves the rest of the window to the prefix.
             let short = format!("{before}pass\n");
-            let prompt = build(&tok, &short, before.len(), &budget, Some(&fim)).unwrap().tokens;
+            let prompt = build(&tok, &short, before.len(), &budget, Some(&fim), None).unwrap().tokens;
             let suffix_len = tok.encode("pass\n").unwrap().len();
             let stride = window_stride(64 - suffix_len - fixed);
             assert!(prompt.len() <= 64 && prompt.len() + stride > 64, "{family_:?}: {}", prompt.len());
@@ -276,15 +313,15 @@ mod tests {
     fn a_long_file_keeps_the_prompt_start_while_the_person_types() {
         let dir = tempfile::tempdir().unwrap();
         let tokenizer = crate::completion::common::test_tokenizer(dir.path());
-        let budget = PromptBudget { max_tokens: 1024, suffix_share: 0.25 };
+        let budget = PromptBudget { max_tokens: 1024, ..PromptBudget::default() };
         // 4 tokens and 8 bytes a line: far more than the window.
         let mut text = "a b c d\n".repeat(20_000);
-        let first = build(&tokenizer, &text, text.len(), &budget, None).unwrap().tokens;
+        let first = build(&tokenizer, &text, text.len(), &budget, None, None).unwrap().tokens;
         assert!(first.len() <= budget.max_tokens && first.len() > budget.max_tokens - WINDOW_STRIDE_TOKENS);
         let mut kept = 0;
         for keystroke in ["a", " ", "b", " ", "c", "\n", "d", " ", "a"] {
             text.push_str(keystroke);
-            let next = build(&tokenizer, &text, text.len(), &budget, None).unwrap().tokens;
+            let next = build(&tokenizer, &text, text.len(), &budget, None, None).unwrap().tokens;
             assert!(next.len() <= budget.max_tokens);
             let common = first.iter().zip(&next).take_while(|(a, b)| a == b).count();
             kept += usize::from(common + 1 >= first.len());

@@ -20,7 +20,7 @@ use copilotd_model::Tokenizer;
 use futures::future::BoxFuture;
 
 use crate::completion::{Completion, CompletionError, EngineSettings, Sampling, Strategy};
-use crate::workspace::SharedStore;
+use crate::workspace::Repository;
 
 /// One completion to run, owning its inputs.
 #[derive(Debug, Clone)]
@@ -100,7 +100,7 @@ pub trait CompletionService: Send + Sync {
     fn load(&self, settings: EngineSettings) -> BoxFuture<'_, Result<(), String>>;
     /// Gives the workspace's repository datastores (one per folder) to the current and all
     /// future models.
-    fn set_repositories(&self, stores: Vec<SharedStore>) -> BoxFuture<'_, ()>;
+    fn set_repositories(&self, repositories: Vec<Repository>) -> BoxFuture<'_, ()>;
     /// Where the preference cache persists: every model loaded from now on starts from it,
     /// and it is saved there now and then and by [`CompletionService::save_preferences`].
     fn set_preferences_file(&self, path: Option<PathBuf>);

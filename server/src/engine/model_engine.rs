@@ -17,7 +17,7 @@ use super::typed_through::LastSuggestion;
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
 use crate::completion::{self, Completer, Completion, CompletionRequest, CompletionStats, EngineSettings, Strategy};
 use crate::sync::lock;
-use crate::workspace::SharedStore;
+use crate::workspace::Repository;
 
 /// Where the model is, with the model itself once loaded.
 #[derive(Clone)]
@@ -52,7 +52,7 @@ pub struct ModelEngine {
     loads: AtomicU64,
     recent: Mutex<Recent>,
     /// The workspace's repository datastores, given to every model loaded.
-    repository: Mutex<Vec<SharedStore>>,
+    repository: Mutex<Vec<Repository>>,
     /// Where the preference cache persists, and when it was last saved there.
     preferences: Mutex<Option<PathBuf>>,
     preferences_saved: Mutex<Instant>,
@@ -140,10 +140,10 @@ impl ModelEngine {
         error
     }
 
-    async fn attach_repositories(&self, stores: Vec<SharedStore>) {
-        lock(&self.repository).clone_from(&stores);
+    async fn attach_repositories(&self, repositories: Vec<Repository>) {
+        lock(&self.repository).clone_from(&repositories);
         if let Load::Ready(loaded) = self.state() {
-            loaded.completer.lock().await.set_repositories(stores);
+            loaded.completer.lock().await.set_repositories(repositories);
         }
     }
 
@@ -261,8 +261,8 @@ impl CompletionService for ModelEngine {
         self.load_model(settings).boxed()
     }
 
-    fn set_repositories(&self, stores: Vec<SharedStore>) -> BoxFuture<'_, ()> {
-        self.attach_repositories(stores).boxed()
+    fn set_repositories(&self, repositories: Vec<Repository>) -> BoxFuture<'_, ()> {
+        self.attach_repositories(repositories).boxed()
     }
 
     fn set_preferences_file(&self, path: Option<PathBuf>) {

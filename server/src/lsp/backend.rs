@@ -18,7 +18,7 @@ use crate::config::{client_settings, Config, Naming};
 use crate::engine::CompletionService;
 use crate::model_files;
 use crate::sync::{lock, read, write};
-use crate::workspace::relative_key;
+use crate::workspace::{relative_key, Repository};
 
 pub struct Backend {
     pub(super) client: Client,
@@ -186,8 +186,9 @@ impl Backend {
             self.notify_user(MessageType::WARNING, format!("copilotd: {failure}"));
         }
         if started || stopped {
-            let stores = self.workspaces().iter().map(|link| link.store()).collect();
-            self.engine.set_repositories(stores).await;
+            let repositories =
+                self.workspaces().iter().map(|link| Repository::new(link.folder(), link.store())).collect();
+            self.engine.set_repositories(repositories).await;
         }
         // Seen only while no folder is indexed.
         let failed = !unindexable.is_empty();
@@ -233,7 +234,8 @@ impl Backend {
         });
     }
 
-    /// Applies client settings; reloads the model if its settings (model, threads, FIM) changed.
+    /// Applies client settings; reloads the model if its settings (model, threads, prompt
+    /// layout) changed.
     pub(super) fn apply_settings(self: &Arc<Self>, settings: &Value) {
         let (before, after, warnings) = {
             let mut config = write(&self.config);
@@ -244,7 +246,8 @@ impl Backend {
         for warning in warnings {
             self.notify_user(MessageType::WARNING, format!("copilotd settings: {warning}"));
         }
-        if before.model != after.model || before.threads != after.threads || before.fim != after.fim {
+        let prompt_changed = before.fim != after.fim || before.repo_context != after.repo_context;
+        if before.model != after.model || before.threads != after.threads || prompt_changed {
             self.load_model();
         }
         if before.ignore != after.ignore || before.languages != after.languages {

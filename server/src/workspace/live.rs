@@ -33,6 +33,22 @@ use crate::sync::{lock, read, write};
 /// The store as shared between the worker (the only writer) and readers.
 pub type SharedStore = Arc<RwLock<RepositoryStore>>;
 
+/// A workspace folder's store, with the folder's name: the repository name of prompts with
+/// repository-level context.
+#[derive(Clone, Debug)]
+pub struct Repository {
+    pub name: String,
+    pub store: SharedStore,
+}
+
+impl Repository {
+    /// The store of the folder `root`, named after the folder.
+    pub fn new(root: &Path, store: SharedStore) -> Self {
+        let name = root.file_name().unwrap_or(root.as_os_str()).to_string_lossy().into_owned();
+        Repository { name, store }
+    }
+}
+
 /// Quiet time after the last change before changes are applied.
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Longest time a change waits while changes keep coming.

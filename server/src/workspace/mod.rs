@@ -9,7 +9,7 @@ pub mod paths;
 mod walk;
 
 pub use index::{index_workspace, run_index, IndexSummary};
-pub use live::{IndexState, LiveWorkspace, SharedStore};
+pub use live::{IndexState, LiveWorkspace, Repository, SharedStore};
 pub use walk::{
     read_text, relative_key, walk, Unreadable, Walk, WalkConfig, WalkedFile, DEFAULT_MAX_FILE_SIZE, LANGUAGES,
     SECRET_GLOBS,

@@ -117,6 +117,61 @@ fn generation_tracks_changes_and_files_are_listed() {
     assert_eq!(store.index.len(), 0);
 }
 
+/// Brute force of [`RepositoryStore::files_sharing`]: every distinct n-gram of `context`, its
+/// occurrences followed by a token, the files of the uncommon ones counted.
+fn sharing_oracle(
+    files: &BTreeMap<String, Vec<u32>>,
+    context: &[u32],
+    n: usize,
+    max_occurrences: usize,
+    exclude: Option<&str>,
+) -> Vec<(String, usize)> {
+    let grams: std::collections::BTreeSet<&[u32]> = context.windows(n).collect();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for gram in grams {
+        let holders: Vec<&String> = files
+            .iter()
+            .flat_map(|(path, tokens)| {
+                (n..tokens.len()).filter(|&end| &tokens[end - n..end] == gram).map(move |_| path)
+            })
+            .collect();
+        if holders.len() > max_occurrences {
+            continue;
+        }
+        let distinct: std::collections::BTreeSet<&String> = holders.into_iter().collect();
+        for path in distinct.into_iter().filter(|path| Some(path.as_str()) != exclude) {
+            *counts.entry(path.clone()).or_default() += 1;
+        }
+    }
+    let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked
+}
+
+#[test]
+fn files_sharing_counts_distinct_uncommon_ngrams_per_file() {
+    let mut store = RepositoryStore::new();
+    store.upsert_file("current.py", vec![1, 2, 3, 4, 5, 6, 0]);
+    store.upsert_file("close.py", vec![9, 2, 3, 4, 9, 5, 6, 0, 2, 3, 4, 0]);
+    store.upsert_file("far.py", vec![5, 6, 8, 7, 7, 7, 7, 7, 7]);
+    store.upsert_file("common.py", vec![7, 7, 7, 7, 7, 7, 7]);
+    let context = [2, 3, 4, 7, 7, 5, 6];
+    // [2, 3] and [3, 4] are in close.py (twice each: counted once), [5, 6] in close.py and far.py;
+    // [7, 7] occurs 9 times: too common for a cap of 4. The current file is never listed.
+    let ranked = store.files_sharing(&[&context], 2, 4, Some("current.py"));
+    assert_eq!(ranked, [("close.py", 3), ("far.py", 1)]);
+    // Split in contexts: [7, 7] spans two and is not looked up; [2, 3], in two, counts once.
+    let ranked = store.files_sharing(&[&context[..4], &context[4..], &context[..2]], 2, 4, Some("current.py"));
+    assert_eq!(ranked, [("close.py", 3), ("far.py", 1)]);
+    // Without the cap [7, 7] counts too; without the exclusion the current file is listed.
+    let ranked = store.files_sharing(&[&context], 2, 100, None);
+    assert_eq!(ranked, [("close.py", 3), ("current.py", 3), ("far.py", 2), ("common.py", 1)]);
+    // n out of range, or an empty context: nothing.
+    assert!(store.files_sharing(&[&context], 0, 4, None).is_empty());
+    assert!(store.files_sharing(&[&context], MAX_SUFFIX + 1, 4, None).is_empty());
+    assert!(store.files_sharing(&[&[]], 2, 4, None).is_empty());
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Upsert(usize, Vec<u32>),
@@ -203,6 +258,24 @@ proptest! {
         for context in &contexts {
             prop_assert_eq!(store.query(context, &o), oracle(&files, context, &o));
         }
+    }
+
+    /// `files_sharing` agrees with a brute-force scan.
+    #[test]
+    fn files_sharing_equals_brute_force(
+        files in prop::collection::btree_map("[a-d]{1,3}", prop::collection::vec(0..4u32, 0..50), 0..6),
+        context in prop::collection::vec(0..5u32, 0..30),
+        n in 1..5usize,
+        max_occurrences in 0..12usize,
+        exclude in "[a-d]{1,3}",
+    ) {
+        let store = build(&files);
+        let ranked: Vec<(String, usize)> = store
+            .files_sharing(&[&context], n, max_occurrences, Some(&exclude))
+            .into_iter()
+            .map(|(path, count)| (path.to_owned(), count))
+            .collect();
+        prop_assert_eq!(ranked, sharing_oracle(&files, &context, n, max_occurrences, Some(&exclude)));
     }
 
     /// save + load gives a store with the same files, stamps and answers.

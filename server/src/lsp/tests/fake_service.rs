@@ -11,7 +11,7 @@ use futures::FutureExt;
 use crate::completion::{Completion, CompletionError, CompletionStats, EngineSettings};
 use crate::engine::{CompletionService, Job, ModelState, Recent, ServiceError};
 use crate::sync::lock;
-use crate::workspace::SharedStore;
+use crate::workspace::Repository;
 
 /// What the fake does with the next job.
 #[derive(Debug, Clone)]
@@ -88,7 +88,7 @@ impl CompletionService for FakeService {
         async { Ok(()) }.boxed()
     }
 
-    fn set_repositories(&self, _: Vec<SharedStore>) -> BoxFuture<'_, ()> {
+    fn set_repositories(&self, _: Vec<Repository>) -> BoxFuture<'_, ()> {
         async {}.boxed()
     }
 
