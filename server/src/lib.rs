@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod common_build;
+pub mod common_refine;
 pub mod completion;
 pub mod config;
 pub mod engine;
