@@ -107,8 +107,9 @@ fn bad_sampling_values_are_usage_errors() {
 
 #[test]
 fn bad_refinement_values_are_usage_errors() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--refine", "0"], "the fraction must be a number in (0, 1]"),
+        (&["--refine", "-0.5"], "the fraction must be a number in (0, 1]"),
         (&["--refine", "1.5"], "the fraction must be a number in (0, 1]"),
         (&["--refine", "most"], "the fraction must be a number in (0, 1]"),
         (&["--refine", "0.5", "--refine-budget", "0"], "the budget must be a positive number of seconds"),

@@ -49,7 +49,7 @@ pub struct RefineArgs {
     /// lowest-perplexity FRACTION of the scored chunks, in (0, 1]. The store is
     /// cached for this model and used instead of the tokenizer's store when
     /// this model is loaded.
-    #[arg(long, value_name = "FRACTION", value_parser = common_refine::parse_fraction)]
+    #[arg(long, value_name = "FRACTION", allow_negative_numbers = true, value_parser = common_refine::parse_fraction)]
     refine: Option<f64>,
     /// Seconds spent scoring at most; chunks are sampled (seeded, spread over
     /// the files) in an order whose every prefix covers the corpus.
@@ -57,6 +57,7 @@ pub struct RefineArgs {
         long,
         value_name = "SECONDS",
         default_value = common_refine::DEFAULT_BUDGET_SECONDS,
+        allow_negative_numbers = true,
         value_parser = common_refine::parse_budget,
         requires = "refine"
     )]
