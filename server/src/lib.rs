@@ -13,6 +13,7 @@ pub mod engine;
 pub mod lsp;
 pub mod model_files;
 pub mod paths;
+pub mod progress_bar;
 pub mod python_files;
 pub mod sync;
 pub mod syntax;

@@ -5,11 +5,10 @@ use crate::common_refine::{self, RefineSettings};
 use crate::completion::{self, common, EngineSettings};
 use crate::config::Config;
 use crate::{common_build, model_files};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use copilotd_draft::common_store::{CommonParams, CommonStore};
 use copilotd_model::Tokenizer;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -130,17 +129,8 @@ fn with_progress_bar<T>(
     budget: Duration,
     work: impl FnOnce(&mut dyn FnMut(common_refine::Progress)) -> Result<T>,
 ) -> Result<T> {
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(budget.as_secs().max(1));
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} scoring [{bar:40}] {pos}/{len} s, {msg}")
-                .context("bad progress bar template")?
-                .progress_chars("=> "),
-        );
-        bar
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let template = "{spinner} scoring [{bar:40}] {pos}/{len} s, {msg}";
+    let bar = crate::progress_bar::on_stderr(true, budget.as_secs().max(1), template)?;
     let started = std::time::Instant::now();
     let result = work(&mut |p| {
         bar.set_position(started.elapsed().as_secs());
