@@ -130,10 +130,12 @@ fn with_progress_bar<T>(
     work: impl FnOnce(&mut dyn FnMut(common_refine::Progress)) -> Result<T>,
 ) -> Result<T> {
     let template = "{spinner} scoring [{bar:40}] {pos}/{len} s, {msg}";
-    let bar = crate::progress_bar::on_stderr(true, budget.as_secs().max(1), template)?;
+    let seconds = budget.as_secs().max(1);
+    let bar = crate::progress_bar::on_stderr(true, seconds, template)?;
+    // From the start of reading the corpus (a few seconds before scoring starts).
     let started = std::time::Instant::now();
     let result = work(&mut |p| {
-        bar.set_position(started.elapsed().as_secs());
+        bar.set_position(started.elapsed().as_secs().min(seconds));
         bar.set_message(format!("{}/{} chunks, {} tokens", p.scored, p.total, p.tokens));
     });
     bar.finish_and_clear();
