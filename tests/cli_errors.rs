@@ -105,6 +105,36 @@ fn bad_sampling_values_are_usage_errors() {
     }
 }
 
+#[test]
+fn bad_refinement_values_are_usage_errors() {
+    let cases: [(&[&str], &str); 7] = [
+        (&["--refine", "0"], "the fraction must be a number in (0, 1]"),
+        (&["--refine", "-0.5"], "the fraction must be a number in (0, 1]"),
+        (&["--refine", "1.5"], "the fraction must be a number in (0, 1]"),
+        (&["--refine", "most"], "the fraction must be a number in (0, 1]"),
+        (&["--refine", "0.5", "--refine-budget", "0"], "the budget must be a positive number of seconds"),
+        (&["--refine", "0.5", "--refine-budget", "-10"], "the budget must be a positive number of seconds"),
+        (&["--refine-budget", "60"], "--refine <FRACTION>"),
+    ];
+    for (flags, expected) in cases {
+        let output = copilotd(&[&["datastore", "build-common"], flags].concat(), None);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(expected), "{flags:?}: {stderr}");
+    }
+}
+
+#[test]
+fn refining_with_a_missing_model_or_a_bad_window_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.gguf");
+    let output =
+        copilotd(&["datastore", "build-common", "--refine", "0.5", "--model", missing.to_str().unwrap()], None);
+    assert_clean_error(&output, "model not found");
+    let output = copilotd(&["datastore", "build-common", "--refine", "0.5", "--refine-window", "4"], None);
+    assert_clean_error(&output, "the refine window must be 16 to 2048 tokens, not 4");
+}
+
 /// A minimal, well-formed GGUF v3 file with no tensors and one metadata
 /// entry naming the architecture.
 fn gguf_with_architecture(architecture: &str) -> Vec<u8> {

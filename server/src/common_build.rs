@@ -77,6 +77,37 @@ pub fn corpus_files(dir: &Path, skip_tests: bool) -> Result<Vec<PathBuf>> {
     crate::python_files::python_files(dir, &[&SKIPPED_DIRS[..], tests].concat())
 }
 
+/// The `.py` files of a corpus, tokenized: what a build reads.
+pub struct TokenizedCorpus {
+    /// One token sequence per usable file, in file order.
+    pub sequences: Vec<Vec<u32>>,
+    pub files: usize,
+    /// Files skipped: unreadable, not UTF-8, too large, or failing to tokenize.
+    pub skipped_files: usize,
+    pub seconds: f64,
+}
+
+/// Reads and tokenizes the `.py` files under `corpus` on all cores.
+pub fn tokenize_corpus(
+    corpus: &Path,
+    tokenize: &(dyn Fn(&str) -> Result<Vec<u32>> + Sync),
+    skip_tests: bool,
+) -> Result<TokenizedCorpus> {
+    let started = Instant::now();
+    let files = corpus_files(corpus, skip_tests)?;
+    if files.is_empty() {
+        bail!("no .py files under {}", corpus.display());
+    }
+    let sequences = tokenize_all(&files, tokenize);
+    let skipped_files = sequences.iter().filter(|s| s.is_none()).count();
+    Ok(TokenizedCorpus {
+        sequences: sequences.into_iter().flatten().collect(),
+        files: files.len() - skipped_files,
+        skipped_files,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
 /// Builds the common datastore from the `.py` files under `corpus` and writes
 /// it atomically to `out`. Files are tokenized on all cores.
 pub fn build_common(
@@ -88,25 +119,30 @@ pub fn build_common(
     skip_tests: bool,
 ) -> Result<CommonBuildSummary> {
     let started = Instant::now();
-    let files = corpus_files(corpus, skip_tests)?;
-    if files.is_empty() {
-        bail!("no .py files under {}", corpus.display());
-    }
-    let sequences = tokenize_all(&files, tokenize);
-    let tokenize_seconds = started.elapsed().as_secs_f64();
-    let skipped_files = sequences.iter().filter(|s| s.is_none()).count();
-    let sequences: Vec<Vec<u32>> = sequences.into_iter().flatten().collect();
-    let tokens = sequences.iter().map(Vec::len).sum();
+    let corpus = tokenize_corpus(corpus, tokenize, skip_tests)?;
+    write_store(&corpus.sequences, &corpus, fingerprint, out, params, started)
+}
+
+/// Builds the store from `sequences` (all of `corpus`, or the part kept of
+/// it) and writes it atomically to `out`; `started` is when the build began.
+pub fn write_store(
+    sequences: &[Vec<u32>],
+    corpus: &TokenizedCorpus,
+    fingerprint: u64,
+    out: &Path,
+    params: CommonParams,
+    started: Instant,
+) -> Result<CommonBuildSummary> {
     let store = CommonStore::build(sequences.iter().map(Vec::as_slice), params, fingerprint)?;
     store.write(out).with_context(|| format!("cannot write the common datastore to {}", out.display()))?;
     Ok(CommonBuildSummary {
-        files: files.len() - skipped_files,
-        skipped_files,
-        tokens,
+        files: corpus.files,
+        skipped_files: corpus.skipped_files,
+        tokens: sequences.iter().map(Vec::len).sum(),
         ngrams_per_n: store.entries_per_n(),
         bytes: store.size_bytes(),
         seconds: started.elapsed().as_secs_f64(),
-        tokenize_seconds,
+        tokenize_seconds: corpus.seconds,
         path: out.to_path_buf(),
     })
 }

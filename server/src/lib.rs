@@ -6,12 +6,14 @@
 
 pub mod cli;
 pub mod common_build;
+pub mod common_refine;
 pub mod completion;
 pub mod config;
 pub mod engine;
 pub mod lsp;
 pub mod model_files;
 pub mod paths;
+pub mod progress_bar;
 pub mod python_files;
 pub mod sync;
 pub mod syntax;

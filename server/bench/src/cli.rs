@@ -112,6 +112,12 @@ pub struct RepoArgs {
     /// top-t; built once and cached).
     #[arg(long)]
     common_full: bool,
+    /// Also run each strategy that reads the common store with the store
+    /// refined by the loaded model's perplexity (SPECTRA-RETRIEVAL): the one
+    /// `copilotd datastore build-common --refine FRACTION` built for this
+    /// model, or the store file at PATH.
+    #[arg(long, value_name = "PATH")]
+    common_refined: Option<Option<PathBuf>>,
     /// Where results.json and results.md go.
     #[arg(long, default_value = "target/bench/repo")]
     out: PathBuf,
@@ -225,9 +231,18 @@ fn ablations(budget: BudgetSettings) -> Vec<Variant> {
     .collect()
 }
 
-/// Disk and resident sizes of the compact and the full common store, after a
-/// run (both are memory-mapped: only the pages read are resident).
-fn common_store_sizes(tokenizer: &copilotd_model::Tokenizer, full: &CommonStore) -> String {
+/// A common store that some variants use instead of the compact one.
+struct OtherStore {
+    /// Ends the variants' labels: `<strategy> <label> common store`.
+    label: &'static str,
+    path: PathBuf,
+    store: Arc<CommonStore>,
+    readers: Vec<Strategy>,
+}
+
+/// Disk and resident sizes of the compact common store and the others, after a
+/// run (all are memory-mapped: only the pages read are resident).
+fn common_store_sizes(tokenizer: &copilotd_model::Tokenizer, others: &[OtherStore]) -> String {
     let mb = |bytes: Option<u64>| bytes.map_or("?".to_string(), |b| format!("{:.1} MB", b as f64 / 1e6));
     let line = |label: &str, path: &std::path::Path, entries: u64| {
         let disk = std::fs::metadata(path).ok().map(|m| m.len());
@@ -241,42 +256,51 @@ fn common_store_sizes(tokenizer: &copilotd_model::Tokenizer, full: &CommonStore)
     let compact_path = common::store_path(tokenizer);
     let compact_entries =
         CommonStore::open(&compact_path, tokenizer.fingerprint()).map_or(0, |s| s.entries_per_n().iter().sum());
-    let full_entries = full.entries_per_n().iter().sum();
-    format!(
-        "{}{}\n",
-        line("compact (top-t)", &compact_path, compact_entries),
-        line("full (every n-gram)", &full_common::store_path(tokenizer), full_entries)
-    )
+    let mut lines = line("compact (top-t)", &compact_path, compact_entries);
+    for other in others {
+        lines += &line(other.label, &other.path, other.store.entries_per_n().iter().sum());
+    }
+    lines + "\n"
 }
 
-/// The strategies that `--common-full` also runs with the full common store.
-fn full_store_readers(args: &RepoArgs) -> Result<Vec<Strategy>> {
-    let readers: Vec<Strategy> =
-        args.strategies.iter().copied().filter(|s| args.common_full && s.uses_common_store()).collect();
+/// The strategies that read the common store among `--strategies`, when
+/// `wanted` (an error naming `flag` when there is none).
+fn common_readers(args: &RepoArgs, wanted: bool, flag: &str) -> Result<Vec<Strategy>> {
+    let readers: Vec<Strategy> = args.strategies.iter().copied().filter(|s| wanted && s.uses_common_store()).collect();
     anyhow::ensure!(
-        !args.common_full || !readers.is_empty(),
-        "--common-full needs a strategy that reads the common store among --strategies (rest, fastcoder, auto)"
+        !wanted || !readers.is_empty(),
+        "{flag} needs a strategy that reads the common store among --strategies (rest, fastcoder, auto)"
     );
     Ok(readers)
 }
 
+/// The refined common store at `path`, or else the loaded model's, which must have been built.
+fn refined_store(completer: &Completer, path: Option<PathBuf>) -> Result<(PathBuf, Arc<CommonStore>)> {
+    let tokenizer = completer.tokenizer();
+    let path = path.unwrap_or_else(|| common::refined_store_path(tokenizer, completer.model_info()));
+    let store = CommonStore::open(&path, tokenizer.fingerprint()).with_context(|| {
+        format!(
+            "no usable refined common store for this model at {}; build it with \
+             `copilotd datastore build-common --refine FRACTION`",
+            path.display()
+        )
+    })?;
+    Ok((path, Arc::new(store)))
+}
+
 /// `ar` first, then the strategies, the ablations, the sweeps, and the
-/// strategies that read the common store run with the full one.
-fn variants(
-    args: &RepoArgs,
-    budget: BudgetSettings,
-    full_common: Option<(&Arc<CommonStore>, &[Strategy])>,
-) -> Vec<Variant> {
+/// strategies that read the common store run with each other store.
+fn variants(args: &RepoArgs, budget: BudgetSettings, others: &[OtherStore]) -> Vec<Variant> {
     let mut variants = vec![Variant::plain(Strategy::Ar, budget)];
     variants.extend(args.strategies.iter().filter(|s| **s != Strategy::Ar).map(|s| Variant::plain(*s, budget)));
     if args.ablations {
         variants.extend(ablations(budget));
     }
     variants.extend(sweep::variants(&args.sweeps, budget));
-    if let Some((full, readers)) = full_common {
-        variants.extend(readers.iter().map(|&strategy| Variant {
-            label: format!("{strategy} full common store"),
-            common: Some(full.clone()),
+    for other in others {
+        variants.extend(other.readers.iter().map(|&strategy| Variant {
+            label: format!("{strategy} {} common store", other.label),
+            common: Some(other.store.clone()),
             ..Variant::plain(strategy, budget)
         }));
     }
@@ -288,7 +312,8 @@ fn parse_sweep(value: &str) -> Result<Sweep, String> {
 }
 
 fn repo(args: &RepoArgs) -> Result<()> {
-    let full_readers = full_store_readers(args)?;
+    let full_readers = common_readers(args, args.common_full, "--common-full")?;
+    let refined_readers = common_readers(args, args.common_refined.is_some(), "--common-refined")?;
     let packages = packages::read_list(&args.packages)?;
     let settings = args.engine.settings();
     let mut completer = Completer::load(&settings)?;
@@ -300,9 +325,17 @@ fn repo(args: &RepoArgs) -> Result<()> {
             None
         }
     };
-    let full_common =
-        if full_readers.is_empty() { None } else { Some(full_common::open_or_build(completer.tokenizer())?) };
-    let variants = variants(args, settings.budget, full_common.as_ref().map(|full| (full, full_readers.as_slice())));
+    let mut others = Vec::new();
+    if !full_readers.is_empty() {
+        let (path, store) =
+            (full_common::store_path(completer.tokenizer()), full_common::open_or_build(completer.tokenizer())?);
+        others.push(OtherStore { label: "full", path, store, readers: full_readers });
+    }
+    if !refined_readers.is_empty() {
+        let (path, store) = refined_store(&completer, args.common_refined.clone().flatten())?;
+        others.push(OtherStore { label: "refined", path, store, readers: refined_readers });
+    }
+    let variants = variants(args, settings.budget, &others);
     let labels: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
     let bench = RepoBench {
         packages: &packages,
@@ -329,10 +362,8 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let runs = repo::run(&bench, &mut completer, &mut log)?;
     let summaries = report::summarize(&runs, &labels);
     let table = report::markdown(&summaries);
-    let store_sizes = match &full_common {
-        Some(full) => common_store_sizes(completer.tokenizer(), full),
-        None => String::new(),
-    };
+    let store_sizes =
+        if others.is_empty() { String::new() } else { common_store_sizes(completer.tokenizer(), &others) };
     let info = completer.model_info();
     let cpu = CpuDescription::of_this_machine();
     let budget = &settings.budget;
@@ -479,11 +510,18 @@ mod tests {
         let args =
             parse(&["--strategies", "rest,pld,fastcoder", "--sweep", "p=1", "--sweep", "delta=0,5", "--common-full"])
                 .unwrap();
-        let readers = full_store_readers(&args).unwrap();
+        let readers = common_readers(&args, args.common_full, "--common-full").unwrap();
         assert_eq!(readers, [Strategy::Rest, Strategy::FastCoder]);
-        let full =
+        let store =
             Arc::new(CommonStore::build(std::iter::once(&[1u32, 2, 3][..]), CommonParams::default(), 1).unwrap());
-        let variants = variants(&args, BudgetSettings::default(), Some((&full, &readers)));
+        let other = |label, readers: &[Strategy]| OtherStore {
+            label,
+            path: PathBuf::new(),
+            store: store.clone(),
+            readers: readers.to_vec(),
+        };
+        let others = [other("full", &readers), other("refined", &readers[..1])];
+        let variants = variants(&args, BudgetSettings::default(), &others);
         let labels: Vec<&str> = variants.iter().map(|v| v.label.as_str()).collect();
         assert_eq!(
             labels,
@@ -496,19 +534,26 @@ mod tests {
                 "fastcoder delta=0",
                 "fastcoder delta=5",
                 "rest full common store",
-                "fastcoder full common store"
+                "fastcoder full common store",
+                "rest refined common store"
             ]
         );
-        assert!(variants.iter().filter(|v| v.common.is_some()).all(|v| v.label.ends_with("full common store")));
+        assert!(variants.iter().filter(|v| v.common.is_some()).all(|v| v.label.ends_with(" common store")));
     }
 
     #[test]
     fn bad_options_are_refused_with_a_reason() {
         let error = parse(&["--sweep", "alpha=1,-2"]).err().unwrap().to_string();
         assert!(error.contains("alpha must be a finite number ≥ 0, not -2"), "{error}");
-        let args = parse(&["--strategies", "pld", "--common-full"]).unwrap();
-        let error = full_store_readers(&args).unwrap_err().to_string();
+        let args = parse(&["--strategies", "pld", "--common-full", "--common-refined"]).unwrap();
+        let error = common_readers(&args, args.common_full, "--common-full").unwrap_err().to_string();
         assert!(error.contains("--common-full needs a strategy that reads the common store"), "{error}");
-        assert!(full_store_readers(&parse(&["--strategies", "pld"]).unwrap()).unwrap().is_empty());
+        let error = common_readers(&args, args.common_refined.is_some(), "--common-refined").unwrap_err().to_string();
+        assert!(error.contains("--common-refined needs a strategy that reads the common store"), "{error}");
+        let args = parse(&["--strategies", "pld,auto"]).unwrap();
+        assert!(common_readers(&args, args.common_refined.is_some(), "--common-refined").unwrap().is_empty());
+        assert_eq!(parse(&["--common-refined"]).unwrap().common_refined, Some(None));
+        let at = parse(&["--common-refined", "x.crest"]).unwrap().common_refined;
+        assert_eq!(at, Some(Some(PathBuf::from("x.crest"))));
     }
 }

@@ -234,10 +234,11 @@ impl Completer {
         self.sources.repository = repositories;
     }
 
-    /// Opens the common datastore for this model's tokenizer, building it
-    /// first (once, cached) when it is missing or unusable.
+    /// Opens the common datastore refined for this model if there is one, else
+    /// the one for its tokenizer, building that first (once, cached) when it is
+    /// missing or unusable.
     pub fn load_common_store(&mut self) -> Result<()> {
-        let store = common::open_or_build(&self.tokenizer)?;
+        let store = common::open_for_model(&self.tokenizer, &self.info)?;
         self.sources.common = Some(store);
         Ok(())
     }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use copilotd_draft::cancel::CancelToken;
-use copilotd_model::Tokenizer;
+use copilotd_model::{ModelInfo, Tokenizer};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::sync::watch;
@@ -110,7 +110,7 @@ impl ModelEngine {
         .await;
         let state = match loaded {
             Ok(Ok((completer, calibration_state))) => {
-                let info = completer.model_info();
+                let info = completer.model_info().clone();
                 let tokenizer = completer.tokenizer().clone();
                 let loaded = Loaded {
                     name: info.name.clone(),
@@ -120,7 +120,7 @@ impl ModelEngine {
                     last_suggestion: Mutex::new(LastSuggestion::default()),
                     calibration: Arc::new(CalibrationControl::new(calibration_state)),
                 };
-                attach_common_store(tokenizer, Arc::clone(&loaded.completer));
+                attach_common_store(tokenizer, info, Arc::clone(&loaded.completer));
                 if calibration_state == CalibrationState::Pending {
                     let (completer, control) = (Arc::downgrade(&loaded.completer), Arc::downgrade(&loaded.calibration));
                     tokio::spawn(calibration::run(completer, control));
@@ -292,9 +292,9 @@ fn save_preferences_to(completer: &Completer, path: &std::path::Path) {
 
 /// Opens (or, the first time, builds) the common datastore on a background
 /// thread and hands it to the completer; completions are served without it
-/// until then.
-fn attach_common_store(tokenizer: Tokenizer, completer: Arc<tokio::sync::Mutex<Completer>>) {
-    std::thread::spawn(move || match completion::common::open_or_build(&tokenizer) {
+/// until then. A store refined for this model is preferred.
+fn attach_common_store(tokenizer: Tokenizer, info: ModelInfo, completer: Arc<tokio::sync::Mutex<Completer>>) {
+    std::thread::spawn(move || match completion::common::open_for_model(&tokenizer, &info) {
         Ok(store) => completer.blocking_lock().set_common(store),
         Err(error) => tracing::warn!("serving without the common datastore: {error:#}"),
     });

@@ -2,7 +2,6 @@
 //! store for files whose size and modification time did not change.
 
 use std::collections::HashSet;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -184,17 +183,8 @@ pub(super) fn tokenize_files(
 /// (warnings go to stderr).
 pub fn run_index(dir: &Path, config: &WalkConfig, tokenize: &Tokenize, progress_bar: bool) -> Result<IndexSummary> {
     let store_path = workspace_store_path(dir)?;
-    let bar = if progress_bar && std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} indexing [{bar:40}] {pos}/{len} files ({eta})")
-                .context("bad progress bar template")?
-                .progress_chars("=> "),
-        );
-        bar
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let template = "{spinner} indexing [{bar:40}] {pos}/{len} files ({eta})";
+    let bar = crate::progress_bar::on_stderr(progress_bar, 0, template)?;
     let result = index_workspace(dir, config, tokenize, &store_path, &|done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
