@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Chart of a `copilotd bench typing` run.
 
-Reads the run's results.json and writes results.png next to it: per strategy
-and start (warm daemon, or right after a start), the keystroke-to-suggestion
+Reads the run's results.json and writes results.png next to it: per strategy,
+feedback (when on) and start (warm daemon, or right after a start), the keystroke-to-suggestion
 latency (p50 and p95), the share of keystrokes with a useful suggestion on
 screen, the share of the body's characters taken from suggestions, and the
 server's CPU time per character of the body.
@@ -35,7 +35,7 @@ def chart(path):
     summaries = data["summaries"]
     if not summaries:
         raise SystemExit(f"{path}: no summaries")
-    labels = [f"{s['strategy']}\n{s['start']}" for s in summaries]
+    labels = [f"{s['strategy']}{' +feedback' if s.get('feedback') else ''}\n{s['start']}" for s in summaries]
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 4.2))
     for ax, (fields, title, fmt) in zip(axes, PANELS):
         width = 0.8 / len(fields)

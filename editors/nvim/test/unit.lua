@@ -18,6 +18,7 @@ H.case('text splitting', function()
   H.eq('line: single line', text.next_line('x)'), 'x)')
   H.eq('end position, one line', { text.end_position(2, 4, 'ab') }, { 2, 6 })
   H.eq('end position, lines', { text.end_position(2, 4, 'ab\ncde') }, { 3, 3 })
+  H.eq('UTF-16 length', text.utf16_len('aé😀'), 4)
 end)
 
 H.case('statusline text', function()
@@ -75,7 +76,8 @@ H.lua(
       local line = lines[params.position.line + 1] or ''
       local before = line:sub(1, vim.str_byteindex(line, 'utf-16', params.position.character, false))
       if before:match('ret$') then
-        return { items = { { insertText = 'urn a + b\n\nprint(add(1, 2))', range = { start = params.position, ['end'] = params.position } } } }
+        local accepted = { title = 'accepted', command = 'copilotd.suggestionAccepted', arguments = { { id = 7 } } }
+        return { items = { { insertText = 'urn a + b\n\nprint(add(1, 2))', range = { start = params.position, ['end'] = params.position }, command = accepted } } }
       elseif before:match('FAIL$') then
         return nil, { code = -32603, message = 'boom' }
       elseif before:match('NULL$') then
@@ -175,6 +177,24 @@ H.case('partial accepts', function()
   H.eq('nothing left after accept', H.lua("require('copilotd').accept() return require('copilotd').get_suggestion()"), nil)
   H.settle()
   H.eq('accept inserts the rest', H.lines(), { 'def add(a, b):', '', '    return a + b', '', 'print(add(1, 2))' })
+  -- 'u' was typed through; each accept says how much of the item's text is in the buffer then.
+  H.eq('each accept tells the daemon', logged('copilotd/suggestionFeedback'), {
+    { id = 7, kind = 'acceptedWord', length = 3 },
+    { id = 7, kind = 'acceptedLine', length = 10 },
+    { id = 7, kind = 'accepted', length = 27 },
+  })
+end)
+
+H.case('dismissing tells the daemon', function()
+  H.input('<Esc>o    ret')
+  H.check('suggestion appears', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  H.lua("require('copilotd').dismiss()")
+  local sent = logged('copilotd/suggestionFeedback')
+  H.eq('dismissal sent', sent[#sent], { id = 7, kind = 'dismissed', length = 0 })
+  H.eq('dismiss clears', H.suggestion(), nil)
+  H.input('<Esc>')
 end)
 
 H.case('moving the cursor and leaving insert mode clear the ghost text', function()

@@ -5,7 +5,15 @@
 import * as vscode from 'vscode';
 import { DaemonClient, DaemonStartError, MessageAction, ProgressValue, errorMessage } from './daemon';
 import { DocumentSync, documentFilter, documentSelector } from './documents';
-import { DidChangeConfigurationNotification, ErrorCodes, ReindexRequest, StatusRequest } from './protocol';
+import { ACCEPTED_COMMAND } from './mapping';
+import {
+  DidChangeConfigurationNotification,
+  ErrorCodes,
+  ReindexRequest,
+  StatusRequest,
+  SuggestionFeedback,
+  SuggestionFeedbackNotification,
+} from './protocol';
 import { InlineProvider, Session } from './provider';
 import { ExtensionSettings, RESTART_SETTINGS, readSettings } from './settings';
 import { StatusBar } from './status';
@@ -16,6 +24,8 @@ export const COMMANDS = {
   showLog: 'copilotd.showLog',
   reindex: 'copilotd.reindex',
   restart: 'copilotd.restart',
+  /** Bound to Escape while an inline suggestion is shown: tells the daemon, then hides it. */
+  dismissSuggestion: 'copilotd.dismissSuggestion',
 } as const;
 
 /** Minimum time between two status refreshes triggered by completions. */
@@ -28,6 +38,7 @@ export class Controller implements vscode.Disposable {
   private session: (Session & { sync: DocumentSync }) | undefined;
   private starting: Promise<void> | undefined;
   private providerRegistration: vscode.Disposable | undefined;
+  private provider: InlineProvider | undefined;
   private poller: NodeJS.Timeout | undefined;
   private lastStatusRefresh = 0;
   private stopping = false;
@@ -45,6 +56,8 @@ export class Controller implements vscode.Disposable {
       vscode.commands.registerCommand(COMMANDS.showLog, () => this.output.show(true)),
       vscode.commands.registerCommand(COMMANDS.reindex, () => this.reindex()),
       vscode.commands.registerCommand(COMMANDS.restart, () => this.restart()),
+      vscode.commands.registerCommand(ACCEPTED_COMMAND, (id: unknown) => this.accepted(id)),
+      vscode.commands.registerCommand(COMMANDS.dismissSuggestion, () => this.dismissSuggestion()),
       vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
     );
     this.registerProvider();
@@ -161,10 +174,40 @@ export class Controller implements vscode.Disposable {
         }
       },
     );
+    this.provider = provider;
     this.providerRegistration = vscode.languages.registerInlineCompletionItemProvider(
       documentSelector(this.settings.languages),
       provider,
     );
+  }
+
+  /** Tells the daemon what the person did with a suggestion (`copilotd/suggestionFeedback`). */
+  private sendFeedback(feedback: SuggestionFeedback): void {
+    const client = this.session?.client;
+    if (client?.running) {
+      client.notify(SuggestionFeedbackNotification, feedback);
+    }
+  }
+
+  /** An item was accepted whole (VS Code ran its command). */
+  private accepted(id: unknown): void {
+    if (typeof id !== 'number') {
+      return;
+    }
+    if (this.provider?.lastSuggestion === id) {
+      this.provider.lastSuggestion = undefined;
+    }
+    this.sendFeedback({ id, kind: 'accepted' });
+  }
+
+  /** Escape on a shown suggestion: the daemon hears it was dismissed, then VS Code hides it as usual. */
+  private async dismissSuggestion(): Promise<void> {
+    const id = this.provider?.lastSuggestion;
+    if (id !== undefined && this.provider) {
+      this.provider.lastSuggestion = undefined;
+      this.sendFeedback({ id, kind: 'dismissed' });
+    }
+    await vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
   }
 
   private async onConfigurationChanged(event: vscode.ConfigurationChangeEvent): Promise<void> {

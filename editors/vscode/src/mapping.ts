@@ -7,7 +7,11 @@ import {
   WireRange,
   WireTriggerKind,
   resultItems,
+  suggestionId,
 } from './protocol';
+
+/** The extension's own command that an item runs when VS Code accepts it whole (its argument: the item's id). */
+export const ACCEPTED_COMMAND = 'copilotd.suggestionAccepted';
 
 export function toWirePosition(position: vscode.Position): WirePosition {
   return { line: position.line, character: position.character };
@@ -36,7 +40,8 @@ export function toInlineCompletionParams(
 
 /**
  * VS Code items for a daemon answer. Items without text are dropped; an item without a range is inserted at the
- * cursor (an empty range there), because VS Code would otherwise replace the word around the cursor.
+ * cursor (an empty range there), because VS Code would otherwise replace the word around the cursor. An item with
+ * a daemon id runs {@link ACCEPTED_COMMAND} with it when accepted.
  */
 export function toInlineCompletionItems(
   result: InlineCompletionResult | undefined,
@@ -57,6 +62,10 @@ export function toInlineCompletionItems(
     const completion = new vscode.InlineCompletionItem(text, range);
     if (item.filterText !== undefined) {
       completion.filterText = item.filterText;
+    }
+    const id = suggestionId(item);
+    if (id !== undefined) {
+      completion.command = { title: 'copilotd: suggestion accepted', command: ACCEPTED_COMMAND, arguments: [id] };
     }
     items.push(completion);
   }

@@ -35,10 +35,28 @@ export interface WireStringValue {
   value: string;
 }
 
+/** LSP `Command`: copilotd's items carry `{ id }` as the one argument, to echo back with feedback. */
+export interface WireCommand {
+  title: string;
+  command: string;
+  arguments?: unknown[];
+}
+
 export interface WireInlineCompletionItem {
   insertText: string | WireStringValue;
   filterText?: string;
   range?: WireRange;
+  command?: WireCommand;
+}
+
+/**
+ * `copilotd/suggestionFeedback`: what the person did with the suggestion whose item carried `id`. `length`: UTF-16
+ * code units of the item's text in the document now (needed for partial acceptances).
+ */
+export interface SuggestionFeedback {
+  id: number;
+  kind: 'accepted' | 'acceptedWord' | 'acceptedLine' | 'dismissed';
+  length?: number;
 }
 
 /** The server may answer with a list, a bare array of items, or null. */
@@ -95,6 +113,8 @@ export const StatusRequest = new RequestType0<DaemonStatus, void>('copilotd/stat
 /** Custom request: rebuild the repository datastore of the workspace. */
 export const ReindexRequest = new RequestType0<unknown, void>('copilotd/reindex');
 
+export const SuggestionFeedbackNotification = new NotificationType<SuggestionFeedback>('copilotd/suggestionFeedback');
+
 export const DidOpenNotification = new NotificationType<{ textDocument: TextDocumentItem }>('textDocument/didOpen');
 export const DidChangeNotification = new NotificationType<{
   textDocument: { uri: string; version: number };
@@ -119,4 +139,10 @@ export function resultItems(result: InlineCompletionResult | undefined): WireInl
     return [];
   }
   return Array.isArray(result) ? result : (result.items ?? []);
+}
+
+/** The id the daemon put in an item's command (`arguments: [{ id }]`), if any. */
+export function suggestionId(item: WireInlineCompletionItem): number | undefined {
+  const argument = item.command?.arguments?.[0] as { id?: unknown } | undefined;
+  return typeof argument?.id === 'number' ? argument.id : undefined;
 }

@@ -2,7 +2,7 @@
 import * as vscode from 'vscode';
 import { DaemonClient, errorMessage } from './daemon';
 import { toInlineCompletionItems, toInlineCompletionParams } from './mapping';
-import { ErrorCodes, InlineCompletionRequest } from './protocol';
+import { ErrorCodes, InlineCompletionRequest, resultItems, suggestionId } from './protocol';
 
 /** What the provider needs from the running daemon; `undefined` while it is stopped or starting. */
 export interface Session {
@@ -12,6 +12,12 @@ export interface Session {
 }
 
 export class InlineProvider implements vscode.InlineCompletionItemProvider {
+  /**
+   * The daemon id of the last item answered, until it is accepted: the suggestion that the person dismisses with
+   * Escape. (VS Code 1.85's stable API says neither what is shown nor what is dismissed.)
+   */
+  lastSuggestion: number | undefined;
+
   constructor(
     private readonly session: () => Session | undefined,
     private readonly log: (line: string) => void,
@@ -44,6 +50,8 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
         return undefined;
       }
       this.onAnswered();
+      const [first] = resultItems(result);
+      this.lastSuggestion = first ? suggestionId(first) : undefined;
       return new vscode.InlineCompletionList(toInlineCompletionItems(result, position));
     } catch (err) {
       if (!isCancellation(err) && !token.isCancellationRequested) {

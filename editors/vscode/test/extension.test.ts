@@ -5,7 +5,7 @@
 import { after, afterEach, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { RequestType0 } from 'vscode-jsonrpc/node';
-import { CancellationTokenSource, Position, Range, harness } from './support/vscode-stub';
+import { CancellationTokenSource, Position, Range, commands, harness } from './support/vscode-stub';
 import { activateWith, eventually, fakeDaemonBinary, shutdown, statusText } from './support/session';
 import { Controller } from '../src/controller';
 
@@ -57,6 +57,33 @@ test('completions follow the document through edits, with UTF-16 positions', asy
   assert.deepEqual(changes[0].params.textDocument, { uri: 'file:///w/emoji.py', version: 2 });
   const inline = await received(controller, 'textDocument/inlineCompletion');
   assert.deepEqual(inline[0].params.context, { triggerKind: 2 });
+});
+
+test('accepting an item or dismissing it with Escape tells the daemon, by the id the item carries', async () => {
+  const controller = await activateWith({ path: bin });
+  const document = harness.open('/w/feedback.py', 'python', 'x = 1\n');
+  const [item] = (await harness.complete(document, new Position(0, 5)))?.items ?? [];
+  assert.equal(item?.command?.command, 'copilotd.suggestionAccepted');
+  const [id] = item.command?.arguments ?? [];
+  assert.equal(typeof id, 'number');
+  // VS Code runs the item's command once it has inserted the item.
+  await commands.executeCommand(item.command!.command, ...(item.command!.arguments ?? []));
+  await eventually(async () => (await received(controller, 'copilotd/suggestionFeedback')).length === 1 || undefined);
+  assert.deepEqual((await received(controller, 'copilotd/suggestionFeedback'))[0].params, { id, kind: 'accepted' });
+
+  // Escape with the next suggestion shown: dismissed, and VS Code's own hide runs.
+  let hidden = 0;
+  harness.commands.set('editor.action.inlineSuggest.hide', () => (hidden += 1));
+  const [next] = (await harness.complete(document, new Position(1, 0)))?.items ?? [];
+  await commands.executeCommand('copilotd.dismissSuggestion');
+  await eventually(async () => (await received(controller, 'copilotd/suggestionFeedback')).length === 2 || undefined);
+  const dismissed = (await received(controller, 'copilotd/suggestionFeedback'))[1].params;
+  assert.deepEqual(dismissed, { id: next.command?.arguments?.[0], kind: 'dismissed' });
+  assert.equal(hidden, 1);
+  // Nothing left to dismiss: Escape only hides.
+  await commands.executeCommand('copilotd.dismissSuggestion');
+  assert.equal(hidden, 2);
+  assert.equal((await received(controller, 'copilotd/suggestionFeedback')).length, 2);
 });
 
 test('empty and null answers give an empty list; ranges are passed through', async () => {

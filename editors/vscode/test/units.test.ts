@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type * as vscodeTypes from 'vscode';
 import * as vscode from './support/vscode-stub';
-import { toInlineCompletionItems, toInlineCompletionParams, toWireTriggerKind } from '../src/mapping';
+import { ACCEPTED_COMMAND, toInlineCompletionItems, toInlineCompletionParams, toWireTriggerKind } from '../src/mapping';
 import { daemonSettings, readSettings } from '../src/settings';
 import { describe as describeState, shortModelName } from '../src/status';
 import { spawnAdvice } from '../src/daemon';
@@ -45,6 +45,11 @@ test('items map text and range; missing range means the cursor; empty and null r
 
   const [snippet] = toInlineCompletionItems({ items: [{ insertText: { kind: 'snippet', value: 'f(${1:x})' } }] }, asVs(at));
   assert.ok(snippet.insertText instanceof vscode.SnippetString);
+
+  const command = { title: 'accepted', command: 'copilotd.suggestionAccepted', arguments: [{ id: 9 }] };
+  const [withId] = toInlineCompletionItems([{ insertText: 'pass', command }], asVs(at));
+  assert.deepEqual(withId.command, { title: 'copilotd: suggestion accepted', command: ACCEPTED_COMMAND, arguments: [9] });
+  assert.equal(bare.command, undefined);
 
   assert.deepEqual(toInlineCompletionItems({ items: [] }, asVs(at)), []);
   assert.deepEqual(toInlineCompletionItems(null, asVs(at)), []);

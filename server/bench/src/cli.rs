@@ -74,6 +74,10 @@ pub struct TypingArgs {
     /// Seed of the person's pace.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Whether the person's takes are reported to the daemon (`copilotd/suggestionFeedback`):
+    /// `off`, `on`, or `off,on` to replay both and compare.
+    #[arg(long, value_delimiter = ',', default_value = "off", value_parser = parse_switch)]
+    feedback: Vec<bool>,
     /// The model (default: as configured).
     #[arg(long)]
     model: Option<PathBuf>,
@@ -311,6 +315,15 @@ fn parse_sweep(value: &str) -> Result<Sweep, String> {
     value.parse().map_err(|e: anyhow::Error| format!("{e:#}"))
 }
 
+/// `on` or `off`.
+fn parse_switch(value: &str) -> Result<bool, String> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("expected on or off, not {other:?}")),
+    }
+}
+
 fn repo(args: &RepoArgs) -> Result<()> {
     let full_readers = common_readers(args, args.common_full, "--common-full")?;
     let refined_readers = common_readers(args, args.common_refined.is_some(), "--common-refined")?;
@@ -447,11 +460,19 @@ fn typing(args: &TypingArgs) -> Result<()> {
         max_chars: args.max_chars,
         max_tokens: args.max_tokens,
         seed: args.seed,
+        feedback: args.feedback.clone(),
     };
     let replays = typing::run(&options, &mut |r| {
         eprintln!(
-            "{} {:?} {} {}: {} keystrokes, {} typed, {} accepted",
-            r.strategy, r.start, r.package, r.function, r.keystrokes, r.typed_chars, r.accepted_chars
+            "{} feedback {} {:?} {} {}: {} keystrokes, {} typed, {} accepted",
+            r.strategy,
+            if r.feedback { "on" } else { "off" },
+            r.start,
+            r.package,
+            r.function,
+            r.keystrokes,
+            r.typed_chars,
+            r.accepted_chars
         )
     })?;
     let summaries = typing::summarize(&replays);
@@ -471,6 +492,7 @@ fn typing(args: &TypingArgs) -> Result<()> {
     let json = json!({
         "machine": {"cpu": cpu.model, "features": cpu.features},
         "tasks_per_package": args.tasks, "max_chars": args.max_chars, "max_tokens": args.max_tokens, "seed": args.seed,
+        "feedback": args.feedback,
         "summaries": summaries, "replays": replays,
     });
     std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&json)?)?;

@@ -6,6 +6,12 @@
 //! Beyond the paper, the cache is bounded and meant to outlive a request (one
 //! per workspace): when full, the least recently used sequence is evicted,
 //! where "used" means inserted again or supplying a continuation to a lookup.
+//!
+//! The person's verdicts weigh in too: every sequence has a weight (a model-confirmed one
+//! starts at [`CONFIRMED_WEIGHT`]); text the person accepted is added with
+//! [`ACCEPTED_BONUS`] more, and the sequences that would draft a suggestion the person
+//! dismissed lose half their weight (and leave at zero). A lookup's counts are the summed
+//! weights of the sequences behind each continuation, so accepted text is drafted first.
 
 use crate::retrieval::{Continuation, Retrieval};
 use std::collections::HashMap;
@@ -34,9 +40,17 @@ impl Default for CacheConfig {
     }
 }
 
+/// Weight of a sequence the model confirmed (its output, a verified draft).
+pub const CONFIRMED_WEIGHT: u32 = 1;
+/// Weight a sequence gains each time the person accepts it.
+pub const ACCEPTED_BONUS: u32 = 3;
+/// Most weight one sequence holds.
+pub const MAX_WEIGHT: u32 = 16;
+
 struct Entry {
     tokens: Vec<u32>,
     last_used: u64,
+    weight: u32,
 }
 
 /// The cache. Lookups take `&mut self` because they refresh recency.
@@ -83,16 +97,65 @@ impl PreferenceCache {
         self.len > self.config.activation
     }
 
-    /// Adds a sequence (or refreshes an identical one). Sequences shorter
-    /// than two tokens cannot supply a continuation and are ignored.
+    /// Adds a sequence the model confirmed (or refreshes an identical one, its weight
+    /// unchanged). Sequences shorter than two tokens cannot supply a continuation and are
+    /// ignored.
     pub fn insert(&mut self, tokens: &[u32]) {
-        if tokens.len() < 2 || self.config.capacity == 0 {
+        self.upsert(tokens, CONFIRMED_WEIGHT, 0);
+    }
+
+    /// Adds a sequence the person accepted: [`ACCEPTED_BONUS`] above a confirmed one, or
+    /// that much more weight for one already held (up to [`MAX_WEIGHT`]).
+    pub fn accept(&mut self, tokens: &[u32]) {
+        self.upsert(tokens, CONFIRMED_WEIGHT + ACCEPTED_BONUS, ACCEPTED_BONUS);
+    }
+
+    /// The person dismissed `rejected`, suggested after `context`: every sequence that a
+    /// lookup would have drafted one of its tokens from (among the longest matches of the
+    /// context up to that token, followed by that token) loses half its weight, once, and
+    /// leaves the cache at zero. Returns how many sequences lost weight.
+    pub fn reject(&mut self, context: &[u32], rejected: &[u32]) -> usize {
+        let all = [context, rejected].concat();
+        let mut demoted: Vec<u32> = Vec::new();
+        for at in context.len()..all.len() {
+            let Some((_, hits)) = self.longest_matches(&all[..at]) else { continue };
+            for (slot, pos) in hits {
+                let drafts_it = self.slots[slot as usize]
+                    .as_ref()
+                    .is_some_and(|entry| entry.tokens.get(pos as usize + 1) == Some(&all[at]));
+                if drafts_it && !demoted.contains(&slot) {
+                    demoted.push(slot);
+                }
+            }
+        }
+        for &slot in &demoted {
+            let Some(entry) = self.slots[slot as usize].as_mut() else { continue };
+            entry.weight /= 2;
+            if entry.weight == 0 {
+                self.remove(slot as usize);
+            }
+        }
+        demoted.len()
+    }
+
+    /// The weight of the sequence `tokens`, if held.
+    #[cfg(test)]
+    fn weight(&self, tokens: &[u32]) -> Option<u32> {
+        let &slot = self.by_content.get(tokens)?;
+        self.slots[slot as usize].as_ref().map(|entry| entry.weight)
+    }
+
+    /// Adds `tokens` with weight `weight`, or raises the weight of the identical sequence
+    /// by `raise` (up to [`MAX_WEIGHT`]); either way it becomes the most recent.
+    fn upsert(&mut self, tokens: &[u32], weight: u32, raise: u32) {
+        if tokens.len() < 2 || self.config.capacity == 0 || weight == 0 {
             return;
         }
         self.clock += 1;
         if let Some(&slot) = self.by_content.get(tokens) {
             if let Some(entry) = self.slots[slot as usize].as_mut() {
                 entry.last_used = self.clock;
+                entry.weight = entry.weight.saturating_add(raise).min(MAX_WEIGHT);
             }
             return;
         }
@@ -110,7 +173,8 @@ impl PreferenceCache {
             self.by_token.entry(t).or_default().push((slot, pos as u32));
         }
         self.by_content.insert(tokens.to_vec(), slot);
-        self.slots[slot as usize] = Some(Entry { tokens: tokens.to_vec(), last_used: self.clock });
+        let weight = weight.min(MAX_WEIGHT);
+        self.slots[slot as usize] = Some(Entry { tokens: tokens.to_vec(), last_used: self.clock, weight });
         self.len += 1;
     }
 
@@ -122,7 +186,12 @@ impl PreferenceCache {
             .filter_map(|(i, e)| e.as_ref().map(|e| (e.last_used, i)))
             .min()
             .map(|(_, i)| i);
-        let Some(victim) = victim else { return };
+        if let Some(victim) = victim {
+            self.remove(victim);
+        }
+    }
+
+    fn remove(&mut self, victim: usize) {
         let Some(entry) = self.slots[victim].take() else { return };
         for t in &entry.tokens {
             if let Some(list) = self.by_token.get_mut(t) {
@@ -137,14 +206,9 @@ impl PreferenceCache {
         self.len -= 1;
     }
 
-    /// Longest-suffix lookup (within single sequences): the continuations
-    /// after every occurrence of the longest matching suffix, identical ones
-    /// merged with counts, sorted by count then tokens. `None` while the cache
-    /// is inactive or when no suffix of at least `min_suffix` tokens matches.
-    pub fn lookup(&mut self, context: &[u32]) -> Option<Retrieval> {
-        if !self.is_active() {
-            return None;
-        }
+    /// The longest context suffix (at least `min_suffix` tokens) that some sequence holds
+    /// with a token after it, and every (slot, position of its last token) holding it.
+    fn longest_matches(&self, context: &[u32]) -> Option<(usize, Vec<(u32, u32)>)> {
         let &last = context.last()?;
         let occurrences = self.by_token.get(&last)?;
         let max = self.config.max_suffix.min(context.len());
@@ -165,16 +229,26 @@ impl PreferenceCache {
                 hits.push((slot, pos));
             }
         }
-        if best < self.config.min_suffix.max(1) {
+        (best >= self.config.min_suffix.max(1)).then_some((best, hits))
+    }
+
+    /// Longest-suffix lookup (within single sequences): the continuations
+    /// after every occurrence of the longest matching suffix, identical ones
+    /// merged with their weights summed as counts, sorted by count then tokens.
+    /// `None` while the cache is inactive or when no suffix of at least
+    /// `min_suffix` tokens matches.
+    pub fn lookup(&mut self, context: &[u32]) -> Option<Retrieval> {
+        if !self.is_active() {
             return None;
         }
+        let (best, hits) = self.longest_matches(context)?;
         self.clock += 1;
         let mut counts: HashMap<&[u32], u32> = HashMap::new();
         for &(slot, pos) in &hits {
             if let Some(entry) = self.slots[slot as usize].as_ref() {
                 let from = pos as usize + 1;
                 let to = (from + self.config.continuation_len).min(entry.tokens.len());
-                *counts.entry(&entry.tokens[from..to]).or_default() += 1;
+                *counts.entry(&entry.tokens[from..to]).or_default() += entry.weight;
             }
         }
         let mut continuations: Vec<Continuation> =
@@ -333,5 +407,62 @@ mod tests {
         c.insert(&[1]);
         c.insert(&[]);
         assert!(c.is_empty());
+    }
+
+    fn counts(r: Option<Retrieval>) -> Vec<(Vec<u32>, u32)> {
+        r.map(|r| r.continuations.into_iter().map(|c| (c.tokens, c.count)).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn accepted_text_outweighs_what_the_model_confirmed() {
+        let mut c = cache(10, 0);
+        c.insert(&[1, 2, 10, 11]);
+        c.insert(&[1, 2, 20, 21]);
+        // Equal weights: the continuations tie and sort by tokens.
+        assert_eq!(counts(c.lookup(&[0, 1, 2])), vec![(vec![10, 11], 1), (vec![20, 21], 1)]);
+        c.accept(&[5, 1, 2, 20, 21]);
+        assert_eq!(c.weight(&[5, 1, 2, 20, 21]), Some(CONFIRMED_WEIGHT + ACCEPTED_BONUS));
+        assert_eq!(counts(c.lookup(&[0, 1, 2])), vec![(vec![20, 21], 5), (vec![10, 11], 1)]);
+        // Accepting it again adds the bonus, up to the cap; a model insert leaves it as it is.
+        for _ in 0..10 {
+            c.accept(&[5, 1, 2, 20, 21]);
+        }
+        c.insert(&[5, 1, 2, 20, 21]);
+        assert_eq!(c.weight(&[5, 1, 2, 20, 21]), Some(MAX_WEIGHT));
+        assert_eq!(c.len(), 3);
+    }
+
+    #[test]
+    fn dismissed_drafts_lose_weight_until_they_leave() {
+        let mut c = cache(10, 0);
+        c.accept(&[1, 2, 3, 4, 5]);
+        c.insert(&[8, 2, 3, 9]);
+        c.insert(&[6, 6, 7, 7]);
+        // The person dismissed [3, 4] after [.., 1, 2]: the accepted sequence drafted it
+        // (longest match [1, 2], then 3; and [2, 3] then 4); the others did not.
+        assert_eq!(c.reject(&[0, 1, 2], &[3, 4]), 1);
+        assert_eq!(c.weight(&[1, 2, 3, 4, 5]), Some(2));
+        assert_eq!(c.weight(&[8, 2, 3, 9]), Some(1));
+        assert_eq!(counts(c.lookup(&[0, 1, 2])), vec![(vec![3, 4, 5], 2)]);
+        // Dismissed again twice: 2 -> 1 -> gone, and lookups stop drafting it.
+        c.reject(&[0, 1, 2], &[3, 4]);
+        assert_eq!(c.reject(&[0, 1, 2], &[3, 4]), 1);
+        assert_eq!(c.weight(&[1, 2, 3, 4, 5]), None);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.lookup(&[0, 1, 2]), None);
+        // [2, 3] now leads only to 9.
+        assert_eq!(counts(c.lookup(&[5, 2, 3])), vec![(vec![9], 1)]);
+        // Nothing drafts an unknown rejection.
+        assert_eq!(c.reject(&[40, 41], &[42, 43]), 0);
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn a_rejected_draft_loses_weight_once_per_dismissal() {
+        let mut c = cache(10, 0);
+        c.accept(&[1, 2, 1, 2, 1, 2]);
+        // The sequence drafts every token of [1, 2, 1, 2] after [1, 2]; it is halved once.
+        assert_eq!(c.reject(&[1, 2], &[1, 2, 1, 2]), 1);
+        assert_eq!(c.weight(&[1, 2, 1, 2, 1, 2]), Some(2));
     }
 }

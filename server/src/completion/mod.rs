@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod common;
 pub mod drafting;
 pub mod error;
+pub mod feedback;
 pub mod model_adapter;
 pub mod prompt;
 pub mod repo_context;
@@ -145,8 +146,11 @@ impl CompletionStats {
 pub struct Completion {
     /// Text to insert at the cursor, cut by the stop rules.
     pub text: String,
-    /// The generated token ids (before the text was cut).
+    /// The generated token ids (before the text was cut; for a typed-through answer, those
+    /// of the suggestion it continues).
     pub tokens: Vec<u32>,
+    /// Where the text comes from, for feedback on it.
+    pub origin: feedback::Origin,
     pub stats: CompletionStats,
 }
 
@@ -264,6 +268,12 @@ impl Completer {
         crate::sync::lock(&self.sources.cache).save(path, self.tokenizer.fingerprint())
     }
 
+    /// What teaches the preference cache the person's verdicts on this completer's suggestions.
+    pub fn teacher(&self) -> feedback::Teacher {
+        let context_len = self.sources.fastcoder.cache_context_len;
+        feedback::Teacher::new(Arc::clone(&self.sources.cache), self.tokenizer.clone(), context_len)
+    }
+
     /// The common datastore built for this model's tokenizer.
     pub fn set_common(&mut self, store: Arc<CommonStore>) {
         self.sources.common = Some(store);
@@ -366,7 +376,13 @@ impl Completer {
         if self.recent.len() > RECENT_WINDOW {
             self.recent.pop_front();
         }
-        Ok(Completion { text, tokens: generation.tokens, stats })
+        let origin = feedback::Origin {
+            context: prompt.tokens[prompt.tokens.len().saturating_sub(feedback::CONTEXT_TOKENS)..].to_vec(),
+            healed: prompt.healed,
+            skipped: 0,
+            tokenizer: self.tokenizer.fingerprint(),
+        };
+        Ok(Completion { text, tokens: generation.tokens, origin, stats })
     }
 
     /// The prompt of a request (its cursor checked by the caller): FIM when the model has FIM
@@ -412,7 +428,12 @@ impl Completer {
     }
 
     fn empty_completion(&self, strategy: Strategy) -> Completion {
-        Completion { text: String::new(), tokens: Vec::new(), stats: CompletionStats::empty(strategy) }
+        Completion {
+            text: String::new(),
+            tokens: Vec::new(),
+            origin: feedback::Origin::default(),
+            stats: CompletionStats::empty(strategy),
+        }
     }
 }
 

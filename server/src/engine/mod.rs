@@ -19,6 +19,7 @@ use copilotd_draft::cancel::{CancelToken, Cancelled};
 use copilotd_model::Tokenizer;
 use futures::future::BoxFuture;
 
+use crate::completion::feedback::Verdict;
 use crate::completion::{Completion, CompletionError, EngineSettings, Sampling, Strategy};
 use crate::workspace::Repository;
 
@@ -109,4 +110,7 @@ pub trait CompletionService: Send + Sync {
     /// Runs one job, waiting for the model if it is loading; ends with
     /// [`ServiceError::Cancelled`] within one decode step once `cancel` fires.
     fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>>;
+    /// The person's verdict on `suggestion`, a completion this service answered: accepted text
+    /// is preferred when drafting from now on, dismissed text less.
+    fn feedback(&self, suggestion: &Completion, verdict: Verdict);
 }

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use super::calibration::{self, CalibrationControl, CalibrationState};
 use super::typed_through::LastSuggestion;
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
+use crate::completion::feedback::{Origin, Teacher, Verdict};
 use crate::completion::{self, Completer, Completion, CompletionRequest, CompletionStats, EngineSettings, Strategy};
 use crate::sync::lock;
 use crate::workspace::Repository;
@@ -39,6 +40,8 @@ struct Loaded {
     completer: Arc<tokio::sync::Mutex<Completer>>,
     /// The last suggestion, for typed-through answers (forgotten with the model).
     last_suggestion: Mutex<LastSuggestion>,
+    /// Teaches the completer's preference cache the person's verdicts.
+    teacher: Teacher,
     calibration: Arc<CalibrationControl>,
     name: String,
     device: String,
@@ -113,6 +116,7 @@ impl ModelEngine {
                 let info = completer.model_info().clone();
                 let tokenizer = completer.tokenizer().clone();
                 let loaded = Loaded {
+                    teacher: completer.teacher(),
                     name: info.name.clone(),
                     device: info.device.clone(),
                     tokenizer: tokenizer.clone(),
@@ -169,8 +173,13 @@ impl ModelEngine {
 
     async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
         let loaded = self.ready(&cancel).await?;
-        if let Some(rest) = lock(&loaded.last_suggestion).continuation(&job.text, job.cursor, job.path.as_deref()) {
-            return Ok(self.typed_through(job.strategy, rest));
+        let typed_through = {
+            let last = lock(&loaded.last_suggestion);
+            let rest = last.continuation(&job.text, job.cursor, job.path.as_deref());
+            rest.map(|rest| (last.origin_of(&rest), rest))
+        };
+        if let Some(((tokens, origin), rest)) = typed_through {
+            return Ok(self.typed_through(job.strategy, rest, tokens, origin));
         }
         let (text, cursor, path) = (Arc::clone(&job.text), job.cursor, job.path.clone());
         // A background calibration gives the model back at once.
@@ -203,7 +212,7 @@ impl ModelEngine {
         let (result, recent) = outcome.map_err(|join| ServiceError::Panicked(join.to_string()))?;
         lock(&self.recent).generated_tokens = recent.generated_tokens;
         let completion = result?;
-        lock(&loaded.last_suggestion).remember(text, cursor, path, &completion.text);
+        lock(&loaded.last_suggestion).remember(text, cursor, path, &completion);
         let mut figures = lock(&self.recent);
         figures.completions += 1;
         figures.tokens_per_second = recent.tokens_per_second;
@@ -223,12 +232,12 @@ impl ModelEngine {
     }
 
     /// The answer that the rest of the last suggestion gives, counted as a completion.
-    fn typed_through(&self, strategy: Strategy, rest: String) -> Completion {
+    fn typed_through(&self, strategy: Strategy, rest: String, tokens: Vec<u32>, origin: Origin) -> Completion {
         let stats = CompletionStats { stop: "typed_through", ..CompletionStats::empty(strategy) };
         let mut figures = lock(&self.recent);
         figures.completions += 1;
         figures.last = serde_json::to_value(&stats).ok();
-        Completion { text: rest, tokens: Vec::new(), stats }
+        Completion { text: rest, tokens, origin, stats }
     }
 }
 
@@ -280,6 +289,12 @@ impl CompletionService for ModelEngine {
 
     fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>> {
         self.run(job, cancel).boxed()
+    }
+
+    fn feedback(&self, suggestion: &Completion, verdict: Verdict) {
+        let Load::Ready(loaded) = self.state() else { return };
+        let tokens = loaded.teacher.teach(&suggestion.text, &suggestion.tokens, &suggestion.origin, &verdict);
+        tracing::debug!("feedback {verdict:?} on a suggestion: {tokens} tokens taught to the preference cache");
     }
 }
 

@@ -8,6 +8,9 @@
 
 use std::sync::Arc;
 
+use crate::completion::feedback::Origin;
+use crate::completion::Completion;
+
 /// The last suggestion answered, with the buffer, path and cursor it was answered for.
 #[derive(Default)]
 pub struct LastSuggestion {
@@ -19,14 +22,30 @@ struct Answered {
     cursor: usize,
     path: Option<String>,
     suggestion: String,
+    tokens: Vec<u32>,
+    origin: Origin,
 }
 
 impl LastSuggestion {
     /// Remembers the suggestion answered for `text` at `cursor` in the buffer of `path` (an
     /// empty one forgets).
-    pub fn remember(&mut self, text: Arc<String>, cursor: usize, path: Option<String>, suggestion: &str) {
-        self.last =
-            (!suggestion.is_empty()).then(|| Answered { text, cursor, path, suggestion: suggestion.to_owned() });
+    pub fn remember(&mut self, text: Arc<String>, cursor: usize, path: Option<String>, suggestion: &Completion) {
+        self.last = (!suggestion.text.is_empty()).then(|| Answered {
+            text,
+            cursor,
+            path,
+            suggestion: suggestion.text.clone(),
+            tokens: suggestion.tokens.clone(),
+            origin: suggestion.origin.clone(),
+        });
+    }
+
+    /// The tokens and origin of `rest`, a [`continuation`](Self::continuation) of the last
+    /// suggestion: its own, past the part typed through.
+    pub fn origin_of(&self, rest: &str) -> (Vec<u32>, Origin) {
+        let Some(last) = &self.last else { return (Vec::new(), Origin::default()) };
+        let typed = last.suggestion.len().saturating_sub(rest.len());
+        (last.tokens.clone(), Origin { skipped: last.origin.skipped + typed, ..last.origin.clone() })
     }
 
     /// The rest of the last suggestion, when `text` is its buffer (of the same `path`) with
@@ -50,7 +69,13 @@ mod tests {
 
     fn shown(text: &str, cursor: usize, suggestion: &str) -> LastSuggestion {
         let mut last = LastSuggestion::default();
-        last.remember(Arc::new(text.to_owned()), cursor, Some("f.py".to_owned()), suggestion);
+        let completion = Completion {
+            text: suggestion.to_owned(),
+            tokens: vec![7, 8],
+            origin: Origin { skipped: 1, ..Origin::default() },
+            stats: crate::completion::CompletionStats::empty(crate::completion::Strategy::Ar),
+        };
+        last.remember(Arc::new(text.to_owned()), cursor, Some("f.py".to_owned()), &completion);
         last
     }
 
@@ -65,6 +90,9 @@ mod tests {
         let last = shown("def f(x):\n    \nend\n", 14, "return x + 1");
         assert_eq!(last.continuation_in_f("def f(x):\n    \nend\n", 14).as_deref(), Some("return x + 1"));
         assert_eq!(last.continuation_in_f("def f(x):\n    ret\nend\n", 17).as_deref(), Some("urn x + 1"));
+        // Its tokens are the suggestion's, past what was typed.
+        let (tokens, origin) = last.origin_of("urn x + 1");
+        assert_eq!((tokens, origin.skipped), (vec![7, 8], 4));
     }
 
     #[test]

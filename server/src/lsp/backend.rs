@@ -13,6 +13,7 @@ use super::documents::Documents;
 use super::model_download;
 use super::requests::InFlight;
 use super::status::{IndexState, IndexStatus};
+use super::suggestions::Suggestions;
 use super::workspace_link::WorkspaceLink;
 use crate::config::{client_settings, Config, Naming};
 use crate::engine::CompletionService;
@@ -28,6 +29,8 @@ pub struct Backend {
     pub(super) documents: Documents,
     pub(super) in_flight: Arc<InFlight>,
     pub(super) engine: Arc<dyn CompletionService>,
+    /// The suggestions answered recently, for the editor's feedback on them.
+    pub(super) suggestions: Suggestions,
     /// The index state while no folder is indexed (no folder, or no model to index with).
     pub(super) index: Arc<IndexStatus>,
     /// Workspace root folders, from `initialize` and folder changes.
@@ -59,6 +62,7 @@ impl Backend {
             documents: Documents::default(),
             in_flight: Arc::default(),
             engine,
+            suggestions: Suggestions::default(),
             index: Arc::default(),
             roots: RwLock::default(),
             workspaces: Mutex::default(),

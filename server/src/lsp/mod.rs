@@ -4,7 +4,8 @@
 //! Documents with UTF-16 positions ([`documents`]), completion requests that supersede and
 //! cancel each other ([`requests`]), handlers one file per method family ([`handlers`]) over
 //! shared state ([`backend`]), the service's errors mapped to JSON-RPC codes ([`errors`]), panic
-//! guards ([`guard`]), the live workspace index ([`workspace_link`]) with `$/progress`
+//! guards ([`guard`]), the suggestions answered for the editors' feedback on them
+//! ([`suggestions`]), the live workspace index ([`workspace_link`]) with `$/progress`
 //! ([`progress`]), `copilotd/status` ([`status`]), a missing default model offered for download
 //! (`model_download`), and a framing guard that keeps malformed
 //! input from ending the session ([`transport`]).
@@ -19,6 +20,7 @@ mod model_download;
 pub mod progress;
 pub mod requests;
 pub mod status;
+pub mod suggestions;
 #[cfg(test)]
 mod tests;
 pub mod transport;
@@ -95,6 +97,7 @@ where
             .custom_method(status::METHOD, Server::status)
             .custom_method("copilotd/indexedFile", Server::indexed_file)
             .custom_method("copilotd/reindex", Server::reindex)
+            .custom_method(suggestions::METHOD, Server::suggestion_feedback)
             .finish();
 
     // editor → guard → tower-lsp, tower-lsp → guard → editor.

@@ -17,6 +17,11 @@ pub fn workspace_store_path(root: &Path) -> Result<PathBuf> {
     Ok(workspace_cache_dir(root)?.join("repo.store"))
 }
 
+/// The persisted preference cache of a workspace (of its first folder).
+pub fn workspace_preferences_path(root: &Path) -> Result<PathBuf> {
+    Ok(workspace_cache_dir(root)?.join("preferences.cache"))
+}
+
 fn path_hash(path: &Path) -> u64 {
     copilotd_draft::checksum::of_bytes(path.as_os_str().as_encoded_bytes())
 }

@@ -87,10 +87,10 @@ local function watch_buffer(bufnr, config)
     end
   end)
   on({ 'InsertLeave', 'BufLeave' }, function()
-    suggestion.dismiss()
+    suggestion.clear()
   end)
   on('BufUnload', function()
-    suggestion.dismiss()
+    suggestion.clear()
     pcall(vim.api.nvim_del_augroup_by_id, group)
   end)
   map_keys(bufnr, config.keymaps)
@@ -172,7 +172,7 @@ function M.accept_line()
   return suggestion.accept_line()
 end
 
---- Hides the suggestion and cancels pending requests.
+--- Hides the suggestion and cancels pending requests; the daemon is told the suggestion was dismissed.
 function M.dismiss()
   suggestion.dismiss()
 end

@@ -28,6 +28,8 @@ M.last_error = nil
 --- @field text string   text that accepting inserts at (row, col)
 --- @field replace integer bytes after the cursor that a full accept replaces (from the item's range)
 --- @field tick integer  b:changedtick when shown
+--- @field id integer?    the id the daemon gave the item, echoed back with the person's verdict
+--- @field full string   the item's whole text; `text` is always its end (the start is in the buffer)
 
 --- @type copilotd.Shown?
 local shown = nil
@@ -56,9 +58,44 @@ function M.client(bufnr)
   return vim.lsp.get_clients({ bufnr = bufnr, name = 'copilotd' })[1]
 end
 
-local function show(bufnr, row, col, suggestion, replace)
+--- Shows `suggestion`, the end of an item whose whole text and id `item` gives ({ full = string, id = integer? }).
+local function show(bufnr, row, col, suggestion, replace, item)
   render.show(bufnr, row, col, suggestion, M.config.hl_group)
-  shown = { bufnr = bufnr, row = row, col = col, text = suggestion, replace = replace, tick = tick(bufnr) }
+  shown = {
+    bufnr = bufnr,
+    row = row,
+    col = col,
+    text = suggestion,
+    replace = replace,
+    tick = tick(bufnr),
+    id = item.id,
+    full = item.full,
+  }
+end
+
+--- The id the daemon put in an item's command (`{ arguments = { { id = n } } }`), or nil.
+--- @param item table LSP InlineCompletionItem
+--- @return integer?
+function M.item_id(item)
+  local command = item.command
+  local argument = type(command) == 'table' and type(command.arguments) == 'table' and command.arguments[1]
+  local id = type(argument) == 'table' and argument.id
+  return type(id) == 'number' and id or nil
+end
+
+--- Tells the daemon what the person did with suggestion `s` (`copilotd/suggestionFeedback`): `kind` is
+--- 'accepted', 'acceptedWord', 'acceptedLine' or 'dismissed'; `length` counts the UTF-16 code units of the item's
+--- text now in the buffer once `taken` more bytes are inserted.
+--- @param s copilotd.Shown
+--- @param kind string
+--- @param taken integer
+local function feedback(s, kind, taken)
+  local client = s.id and M.client(s.bufnr)
+  if not client or compat.call(client, 'is_stopped') then
+    return
+  end
+  local length = text.utf16_len(s.full:sub(1, #s.full - #s.text + taken))
+  compat.call(client, 'notify', 'copilotd/suggestionFeedback', { id = s.id, kind = kind, length = length })
 end
 
 local function hide()
@@ -92,10 +129,19 @@ function M.get()
 end
 
 --- Hides the suggestion and forgets any request in flight or waiting for the debounce.
-function M.dismiss()
+function M.clear()
   stop_timer()
   cancel_pending()
   hide()
+end
+
+--- The person dismisses the suggestion: the daemon is told, then it is cleared.
+function M.dismiss()
+  local s = shown
+  if s and s.bufnr == vim.api.nvim_get_current_buf() then
+    feedback(s, 'dismissed', 0)
+  end
+  M.clear()
 end
 
 --- What an item means at the cursor: the text to insert there and how many bytes after the cursor it replaces.
@@ -134,7 +180,7 @@ function M.item_text(item, line, row, col, encoding)
   return insert:sub(#typed + 1), last - col
 end
 
---- The first item of an answer that fits the line, as (text, replace), or nil.
+--- The first item of an answer that fits the line, as (text, replace, item), or nil.
 local function first_fitting(result, bufnr, row, col, encoding)
   if type(result) ~= 'table' then
     return nil
@@ -148,7 +194,7 @@ local function first_fitting(result, bufnr, row, col, encoding)
     if type(item) == 'table' then
       local suggestion, replace = M.item_text(item, line, row, col, encoding)
       if suggestion then
-        return suggestion, replace
+        return suggestion, replace, item
       end
     end
   end
@@ -190,10 +236,11 @@ function M.request(trigger_kind)
     if now_row ~= row or now_col ~= col then
       return
     end
-    local suggestion, replace = first_fitting(result, bufnr, row, col, client.offset_encoding or 'utf-16')
+    local suggestion, replace, item = first_fitting(result, bufnr, row, col, client.offset_encoding or 'utf-16')
     hide()
     if suggestion then
-      show(bufnr, row, col, suggestion, replace)
+      local insert = type(item.insertText) == 'table' and item.insertText.value or item.insertText
+      show(bufnr, row, col, suggestion, replace, { id = M.item_id(item), full = insert })
     end
   end, bufnr)
   if not ok then
@@ -234,21 +281,23 @@ function M.on_change()
       local line = vim.api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ''
       local typed = line:sub(shown.col + 1, col)
       if #typed < #shown.text and shown.text:sub(1, #typed) == typed then
-        show(bufnr, row, col, shown.text:sub(#typed + 1), shown.replace)
+        show(bufnr, row, col, shown.text:sub(#typed + 1), shown.replace, shown)
         return
       end
     end
   end
-  M.dismiss()
+  M.clear()
   if M.config.auto_trigger and in_insert_mode() and M.client(bufnr) then
     M.schedule()
   end
 end
 
---- Inserts `part`, a prefix of the shown suggestion, at its position; the rest stays shown.
+--- Inserts `part`, a prefix of the shown suggestion, at its position; the rest stays shown. The daemon is told
+--- (`kind` 'acceptedWord' or 'acceptedLine' for a part, 'accepted' once all of it is in).
 --- @param part string
+--- @param kind string?
 --- @return boolean inserted
-function M.accept_part(part)
+function M.accept_part(part, kind)
   local s = shown
   if not s or s.bufnr ~= vim.api.nvim_get_current_buf() or part == '' then
     return false
@@ -257,29 +306,30 @@ function M.accept_part(part)
   cancel_pending()
   hide()
   local whole = #part >= #s.text
+  feedback(s, whole and 'accepted' or kind or 'acceptedWord', #part)
   local lines = vim.split(part, '\n', { plain = true })
   vim.api.nvim_buf_set_text(s.bufnr, s.row, s.col, s.row, s.col + (whole and s.replace or 0), lines)
   local row, col = text.end_position(s.row, s.col, part)
   vim.api.nvim_win_set_cursor(0, { row + 1, col })
   if not whole then
-    show(s.bufnr, row, col, s.text:sub(#part + 1), s.replace)
+    show(s.bufnr, row, col, s.text:sub(#part + 1), s.replace, s)
   end
   return true
 end
 
 function M.accept()
   local s = M.get()
-  return s ~= nil and M.accept_part(s)
+  return s ~= nil and M.accept_part(s, 'accepted')
 end
 
 function M.accept_word()
   local s = M.get()
-  return s ~= nil and M.accept_part(text.next_word(s))
+  return s ~= nil and M.accept_part(text.next_word(s), 'acceptedWord')
 end
 
 function M.accept_line()
   local s = M.get()
-  return s ~= nil and M.accept_part(text.next_line(s))
+  return s ~= nil and M.accept_part(text.next_line(s), 'acceptedLine')
 end
 
 --- Whether a request is in flight (for tests and :checkhealth).

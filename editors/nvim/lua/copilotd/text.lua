@@ -26,6 +26,21 @@ function M.next_line(text)
   return newline and text:sub(1, newline) or text
 end
 
+--- Length of UTF-8 `s` in UTF-16 code units (LSP's default unit): two for characters beyond the BMP (4-byte
+--- sequences), one for every other character.
+--- @param s string
+--- @return integer
+function M.utf16_len(s)
+  local units = 0
+  for i = 1, #s do
+    local byte = s:byte(i)
+    if byte < 0x80 or byte >= 0xC0 then
+      units = units + (byte >= 0xF0 and 2 or 1)
+    end
+  end
+  return units
+end
+
 --- The position after inserting `inserted` at (row, col) (0-based row, byte col).
 --- @return integer row, integer col
 function M.end_position(row, col, inserted)

@@ -104,8 +104,12 @@ connection.onRequest(
     if (before.includes('REPLACE')) {
       return { items: [{ insertText: `${before}!`, range: { start: { line, character: 0 }, end: params.position } }] };
     }
+    // Each item carries its id as copilotd's do: the number of this completion.
+    const command = { title: 'accepted', command: 'copilotd.suggestionAccepted', arguments: [{ id: completions }] };
     return {
-      items: [{ insertText: `<${line}:${character}|${before}>`, range: { start: params.position, end: params.position } }],
+      items: [
+        { insertText: `<${line}:${character}|${before}>`, range: { start: params.position, end: params.position }, command },
+      ],
     };
   },
 );
@@ -120,6 +124,10 @@ connection.onRequest('copilotd/status', () => ({
   acceptanceLength: 2.25,
   completions,
 }));
+
+connection.onNotification('copilotd/suggestionFeedback', (params: Record<string, unknown>) => {
+  received.push({ method: 'copilotd/suggestionFeedback', params });
+});
 
 /** Test hooks: the messages received so far, and a way to crash. */
 connection.onRequest('fake/received', () => received);

@@ -62,6 +62,7 @@ export class SnippetString {
 
 export class InlineCompletionItem {
   filterText?: string;
+  command?: { title: string; command: string; arguments?: unknown[] };
   constructor(
     readonly insertText: string | SnippetString,
     readonly range?: Range,

@@ -7,7 +7,11 @@
 //! debounce) an `inlineCompletion` request goes out, and a keystroke while it runs cancels it
 //! (`$/cancelRequest`), as editors do. A suggestion stays on screen while the typed characters
 //! follow it, as ghost text does. When the suggestion's next lines are what the person is
-//! about to type ([`accepted_len`]), they take them (Tab) and type on after them.
+//! about to type ([`accepted_len`]), they take them (Tab) and type on after them. With feedback
+//! on, each take is reported to the daemon as the editors report it
+//! (`copilotd/suggestionFeedback`, by the id the item carries), so that the preference cache
+//! learns from it; without, the daemon learns only from its own output. Every daemon starts with
+//! the workspace's persisted preference cache removed, so that runs do not teach each other.
 //!
 //! Figures per task: keystroke-to-suggestion latency (from the keystroke to the answer that
 //! followed it, debounce included), the share of keystrokes with a useful suggestion on
@@ -25,6 +29,8 @@ use super::client::{file_uri, StdioClient};
 use super::latency::{percentile, wait_for_model};
 use super::typist::{accepted_len, is_useful, Pace};
 use crate::tasks::Task;
+use copilotd_server::lsp::suggestions::METHOD as FEEDBACK;
+use copilotd_server::workspace::paths::workspace_preferences_path;
 
 /// The debounce between the last keystroke and the request, in the Neovim plugin.
 const DEBOUNCE: Duration = Duration::from_millis(75);
@@ -60,6 +66,8 @@ pub struct TypingOptions {
     /// `maxTokens` of the server.
     pub max_tokens: usize,
     pub seed: u64,
+    /// Replays without feedback (`false`) and with it (`true`), each on its own daemons.
+    pub feedback: Vec<bool>,
 }
 
 /// One task typed once.
@@ -69,6 +77,8 @@ pub struct Replay {
     pub file: String,
     pub function: String,
     pub strategy: String,
+    /// Whether each take was reported to the daemon.
+    pub feedback: bool,
     pub start: Start,
     /// Keys pressed: characters typed and Tabs.
     pub keystrokes: usize,
@@ -94,6 +104,7 @@ impl Replay {
 #[derive(Clone, Debug, Serialize)]
 pub struct TypingSummary {
     pub strategy: String,
+    pub feedback: bool,
     pub start: Start,
     pub tasks: usize,
     pub keystrokes: usize,
@@ -110,15 +121,18 @@ pub struct TypingSummary {
     pub cpu_ms_per_char: f64,
 }
 
-/// Replays every task for every strategy, warm and fresh; logs each replay as it ends.
+/// Replays every task for every strategy, without and with feedback as asked, warm and fresh;
+/// logs each replay as it ends.
 pub fn run(options: &TypingOptions, log: &mut dyn FnMut(&Replay)) -> Result<Vec<Replay>> {
     let mut replays = Vec::new();
     for strategy in &options.strategies {
-        for package in &options.packages {
-            for start in [Start::Warm, Start::Fresh] {
-                for replay in replay_package(options, strategy, package, start)? {
-                    log(&replay);
-                    replays.push(replay);
+        for &feedback in &options.feedback {
+            for package in &options.packages {
+                for start in [Start::Warm, Start::Fresh] {
+                    for replay in replay_package(options, strategy, feedback, package, start)? {
+                        log(&replay);
+                        replays.push(replay);
+                    }
                 }
             }
         }
@@ -126,18 +140,21 @@ pub fn run(options: &TypingOptions, log: &mut dyn FnMut(&Replay)) -> Result<Vec<
     Ok(replays)
 }
 
-/// Summaries per strategy and start, in the order of the replays.
+/// Summaries per strategy, feedback and start, in the order of the replays.
 pub fn summarize(replays: &[Replay]) -> Vec<TypingSummary> {
-    let mut keys: Vec<(String, Start)> = Vec::new();
+    let mut keys: Vec<(String, bool, Start)> = Vec::new();
     for replay in replays {
-        let key = (replay.strategy.clone(), replay.start);
+        let key = (replay.strategy.clone(), replay.feedback, replay.start);
         if !keys.contains(&key) {
             keys.push(key);
         }
     }
     keys.into_iter()
-        .map(|(strategy, start)| {
-            let runs: Vec<&Replay> = replays.iter().filter(|r| r.strategy == strategy && r.start == start).collect();
+        .map(|(strategy, feedback, start)| {
+            let runs: Vec<&Replay> = replays
+                .iter()
+                .filter(|r| r.strategy == strategy && r.feedback == feedback && r.start == start)
+                .collect();
             let mut latencies: Vec<f64> = runs.iter().flat_map(|r| r.latencies_ms.iter().copied()).collect();
             latencies.sort_by(f64::total_cmp);
             let sum = |f: fn(&Replay) -> usize| runs.iter().map(|r| f(r)).sum::<usize>();
@@ -155,6 +172,7 @@ pub fn summarize(replays: &[Replay]) -> Vec<TypingSummary> {
                 tokens_per_char: runs.iter().map(|r| r.generated_tokens).sum::<u64>() as f64 / body,
                 cpu_ms_per_char: runs.iter().map(|r| r.cpu_ms).sum::<f64>() / body,
                 strategy,
+                feedback,
                 start,
             }
         })
@@ -164,13 +182,14 @@ pub fn summarize(replays: &[Replay]) -> Vec<TypingSummary> {
 /// The summaries as a Markdown table.
 pub fn table(summaries: &[TypingSummary]) -> String {
     let mut out = String::from(
-        "| strategy | start | tasks | keystrokes | latency p50 ms | p95 ms | useful on screen | typed chars | accepted chars | accepted share | tokens/char | CPU ms/char |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| strategy | feedback | start | tasks | keystrokes | latency p50 ms | p95 ms | useful on screen | typed chars | accepted chars | accepted share | tokens/char | CPU ms/char |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {:?} | {} | {} | {:.0} | {:.0} | {:.1}% | {} | {} | {:.1}% | {:.2} | {:.1} |\n",
+            "| {} | {} | {:?} | {} | {} | {:.0} | {:.0} | {:.1}% | {} | {} | {:.1}% | {:.2} | {:.1} |\n",
             s.strategy,
+            if s.feedback { "on" } else { "off" },
             s.start,
             s.tasks,
             s.keystrokes,
@@ -192,10 +211,17 @@ pub fn table(summaries: &[TypingSummary]) -> String {
 fn replay_package(
     options: &TypingOptions,
     strategy: &str,
+    feedback: bool,
     package: &PackageTasks,
     start: Start,
 ) -> Result<Vec<Replay>> {
     let Some(first) = package.tasks.first() else { return Ok(Vec::new()) };
+    let preferences = workspace_preferences_path(&package.root)?;
+    if let Err(error) = std::fs::remove_file(&preferences) {
+        if error.kind() != std::io::ErrorKind::NotFound {
+            bail!("cannot remove the preference cache {}: {error}", preferences.display());
+        }
+    }
     let mut client = StdioClient::spawn(&options.binary, &["--stdio"], &[]).context("cannot start the server")?;
     let mut settings = json!({"strategy": strategy, "maxTokens": options.max_tokens});
     if let Some(model) = &options.model {
@@ -220,6 +246,7 @@ fn replay_package(
             file: task.file.clone(),
             function: task.function.clone(),
             strategy: strategy.to_owned(),
+            feedback,
             start,
             keystrokes: 0,
             useful_keystrokes: 0,
@@ -317,6 +344,7 @@ fn type_body(
     let mut pace = Pace::new(seed);
     let mut done = 0; // bytes of `body` in the document
     let mut shown = String::new(); // the suggestion on screen, from the cursor
+    let mut item: Option<(u64, String)> = None; // the daemon's id of the item shown, and its whole text
     let mut in_flight: Option<InFlight> = None;
     let mut request_at: Option<Instant> = None;
     let mut last_keystroke = Instant::now();
@@ -330,7 +358,9 @@ fn type_body(
                     bail!("completion failed: {error}");
                 }
                 replay.latencies_ms.push(flight.keystroke_at.elapsed().as_secs_f64() * 1000.0);
-                shown = response["result"][0]["insertText"].as_str().unwrap_or_default().to_owned();
+                let answer = &response["result"][0];
+                shown = answer["insertText"].as_str().unwrap_or_default().to_owned();
+                item = answer["command"]["arguments"][0]["id"].as_u64().map(|id| (id, shown.clone()));
                 in_flight = None;
                 if accepted_len(&shown, rest) > 0 {
                     next_key = Instant::now() + pace.before_accepting();
@@ -357,6 +387,9 @@ fn type_body(
         let taken = accepted_len(&shown, rest);
         let inserted = if taken > 0 {
             replay.accepted_chars += taken;
+            if let Some((id, whole)) = item.as_ref().filter(|_| replay.feedback) {
+                client.notify(FEEDBACK, take_report(*id, whole, &shown, taken))?;
+            }
             shown = shown[taken..].to_owned();
             &rest[..taken]
         } else {
@@ -391,6 +424,14 @@ fn type_body(
     }
     client.notify("textDocument/didClose", json!({"textDocument": {"uri": uri}}))?;
     Ok(())
+}
+
+/// What an editor reports when the person takes `taken` bytes of `shown`, the end of the item
+/// `id` whose whole text is `whole`: all of what is left, or its next lines.
+fn take_report(id: u64, whole: &str, shown: &str, taken: usize) -> Value {
+    let in_document = &whole[..whole.len() - shown.len() + taken];
+    let kind = if taken == shown.len() { "accepted" } else { "acceptedLine" };
+    json!({"id": id, "kind": kind, "length": in_document.encode_utf16().count()})
 }
 
 fn generated_tokens(client: &mut StdioClient) -> Result<u64> {
@@ -430,12 +471,20 @@ mod tests {
     }
 
     #[test]
+    fn takes_are_reported_as_the_editors_report_them() {
+        // "ab\ncd\n" shown whole; "é" typed through of "éx\ny\n", then its first line taken.
+        assert_eq!(take_report(4, "ab\ncd\n", "ab\ncd\n", 6), json!({"id": 4, "kind": "accepted", "length": 6}));
+        assert_eq!(take_report(5, "éx\ny\n", "x\ny\n", 2), json!({"id": 5, "kind": "acceptedLine", "length": 3}));
+    }
+
+    #[test]
     fn summaries_add_tasks_up() {
-        let replay = |strategy: &str, latencies: Vec<f64>| Replay {
+        let replay = |feedback: bool, latencies: Vec<f64>| Replay {
             package: "p".into(),
             file: "f.py".into(),
             function: "g".into(),
-            strategy: strategy.into(),
+            strategy: "ar".into(),
+            feedback,
             start: Start::Warm,
             keystrokes: 10,
             useful_keystrokes: 5,
@@ -446,12 +495,16 @@ mod tests {
             generated_tokens: 40,
             cpu_ms: 100.0,
         };
-        let summaries = summarize(&[replay("ar", vec![100.0, 300.0]), replay("ar", vec![200.0])]);
-        assert_eq!(summaries.len(), 1);
+        let replays = [replay(false, vec![100.0, 300.0]), replay(true, vec![50.0]), replay(false, vec![200.0])];
+        let summaries = summarize(&replays);
+        // Replays with feedback are summed apart.
+        assert_eq!(summaries.len(), 2);
+        assert_eq!((summaries[1].feedback, summaries[1].tasks), (true, 1));
         let s = &summaries[0];
         assert_eq!((s.tasks, s.keystrokes, s.typed_chars, s.accepted_chars), (2, 20, 16, 24));
         assert_eq!((s.latency_p50_ms, s.latency_p95_ms), (200.0, 300.0));
         assert_eq!((s.useful_share, s.accepted_share, s.tokens_per_char, s.cpu_ms_per_char), (0.5, 0.6, 2.0, 5.0));
-        assert!(table(&summaries).contains("| ar | Warm | 2 | 20 | 200 | 300 | 50.0% |"));
+        assert!(table(&summaries).contains("| ar | off | Warm | 2 | 20 | 200 | 300 | 50.0% |"));
+        assert!(table(&summaries).contains("| ar | on | Warm | 1 | 10 | 50 | 50 | 50.0% |"));
     }
 }

@@ -3,8 +3,9 @@
 //! to the tokenizer); the payload holds the sequences, least recently used first, so that
 //! loading them in order restores their recency:
 //! ```text
-//! sequence count u64, then per sequence: token count u32 | tokens u32 × count
+//! sequence count u64, then per sequence: weight u32 | token count u32 | tokens u32 × count
 //! ```
+//! Version 1 had no weights; such files are refused and the cache rebuilt from nothing.
 
 use std::path::Path;
 
@@ -13,7 +14,7 @@ use anyhow::{ensure, Context, Result};
 use super::{CacheConfig, PreferenceCache};
 use crate::persisted::{Kind, Reader};
 
-const KIND: Kind = Kind { magic: *b"CPDPREF\0", version: 1, name: "preference cache" };
+const KIND: Kind = Kind { magic: *b"CPDPREF\0", version: 2, name: "preference cache" };
 
 impl PreferenceCache {
     /// Writes the cache to `path` atomically, for the tokenizer `fingerprint`.
@@ -23,6 +24,7 @@ impl PreferenceCache {
         let mut payload = Vec::new();
         payload.extend_from_slice(&(entries.len() as u64).to_le_bytes());
         for entry in entries {
+            payload.extend_from_slice(&entry.weight.to_le_bytes());
             payload.extend_from_slice(&(entry.tokens.len() as u32).to_le_bytes());
             entry.tokens.iter().for_each(|t| payload.extend_from_slice(&t.to_le_bytes()));
         }
@@ -44,8 +46,9 @@ impl PreferenceCache {
         let count = reader.u64()?;
         let mut cache = PreferenceCache::new(config);
         for _ in 0..count {
+            let weight = reader.u32()?;
             let len = reader.u32()? as usize;
-            cache.insert(&reader.tokens(len)?);
+            cache.upsert(&reader.tokens(len)?, weight, 0);
         }
         ensure!(reader.is_empty(), "trailing bytes after the last sequence");
         Ok(cache)
@@ -55,11 +58,12 @@ impl PreferenceCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pref_cache::{ACCEPTED_BONUS, CONFIRMED_WEIGHT};
 
     fn filled() -> PreferenceCache {
         let mut cache = PreferenceCache::new(CacheConfig { activation: 0, ..CacheConfig::default() });
         cache.insert(&[1, 2, 3, 4]);
-        cache.insert(&[5, 6, 7]);
+        cache.accept(&[5, 6, 7]);
         cache.insert(&[1, 2, 9, 9]);
         cache
     }
@@ -74,6 +78,8 @@ mod tests {
         assert_eq!(loaded.len(), 3);
         assert_eq!(loaded.lookup(&[0, 1, 2]), cache.lookup(&[0, 1, 2]));
         assert_eq!(loaded.lookup(&[5, 6]), cache.lookup(&[5, 6]));
+        assert_eq!(loaded.weight(&[5, 6, 7]), Some(CONFIRMED_WEIGHT + ACCEPTED_BONUS));
+        assert_eq!(loaded.weight(&[1, 2, 3, 4]), Some(CONFIRMED_WEIGHT));
     }
 
     #[test]
@@ -104,5 +110,10 @@ mod tests {
         assert!(format!("{error:#}").contains("checksum mismatch"), "{error:#}");
         std::fs::write(&path, &bytes[..20]).unwrap();
         assert!(PreferenceCache::load(&path, config, 7).is_err());
+        // A file of the format before weights is refused (and the caller rebuilds).
+        let unweighted = Kind { version: 1, ..KIND };
+        std::fs::write(&path, unweighted.wrap(7, &0u64.to_le_bytes())).unwrap();
+        let error = PreferenceCache::load(&path, config, 7).err().unwrap();
+        assert!(format!("{error:#}").contains("format version 1"), "{error:#}");
     }
 }

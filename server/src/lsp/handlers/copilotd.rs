@@ -1,4 +1,5 @@
-//! copilotd's own requests: `copilotd/status`, `copilotd/reindex`, `copilotd/indexedFile`.
+//! copilotd's own requests: `copilotd/status`, `copilotd/reindex`, `copilotd/indexedFile`; and
+//! its notification `copilotd/suggestionFeedback`.
 
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use tower_lsp_server::jsonrpc::{Error, Result};
 
 use super::super::backend::Backend;
 use super::super::status::{IndexState, Status};
+use super::super::suggestions::{Report, METHOD};
 use crate::engine::ModelState;
 
 pub fn status(backend: &Backend) -> Status {
@@ -66,4 +68,18 @@ pub fn indexed_file(backend: &Backend, params: &Value) -> Result<Value> {
     }
     let tokens = workspaces.iter().find_map(|w| w.indexed_tokens(path.trim_start_matches('/')));
     Ok(serde_json::json!({ "indexed": tokens.is_some(), "tokens": tokens.unwrap_or(0) }))
+}
+
+/// The person's verdict on a suggestion (`copilotd/suggestionFeedback`), passed to the engine.
+/// A malformed report, or one about a suggestion that is unknown or expired, is ignored with a
+/// debug log line.
+pub fn suggestion_feedback(backend: &Backend, params: &Value) {
+    let report = match Report::parse(params) {
+        Ok(report) => report,
+        Err(problem) => return tracing::debug!("{METHOD} ignored: {problem}: {params}"),
+    };
+    match backend.suggestions.verdict(&report) {
+        Some((suggestion, verdict)) => backend.engine.feedback(&suggestion, verdict),
+        None => tracing::debug!("{METHOD} ignored: suggestion {} is unknown, expired or settled", report.id),
+    }
 }

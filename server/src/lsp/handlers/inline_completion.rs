@@ -6,6 +6,7 @@ use tower_lsp_server::lsp_types::*;
 use super::super::backend::Backend;
 use super::super::documents::offset_at;
 use super::super::errors::{document_error, service_error};
+use super::super::suggestions::ITEM_COMMAND;
 use crate::engine::Job;
 
 pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result<Option<InlineCompletionResponse>> {
@@ -33,11 +34,18 @@ pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result
     let items = if completion.text.is_empty() {
         Vec::new()
     } else {
+        let insert_text = completion.text.clone();
+        // The id the editor echoes back with its verdict (`copilotd/suggestionFeedback`).
+        let id = backend.suggestions.remember(completion);
         vec![InlineCompletionItem {
-            insert_text: completion.text,
+            insert_text,
             filter_text: None,
             range: Some(Range { start: position, end: position }),
-            command: None,
+            command: Some(Command {
+                title: "copilotd: suggestion accepted".to_owned(),
+                command: ITEM_COMMAND.to_owned(),
+                arguments: Some(vec![serde_json::json!({ "id": id })]),
+            }),
             insert_text_format: Some(InsertTextFormat::PLAIN_TEXT),
         }]
     };

@@ -36,6 +36,11 @@ impl Server {
         guarded("copilotd/reindex", async { copilotd::reindex(&self.0) }).await
     }
 
+    /// `copilotd/suggestionFeedback` (a notification).
+    pub async fn suggestion_feedback(&self, params: Value) {
+        guarded_sync("copilotd/suggestionFeedback", || copilotd::suggestion_feedback(&self.0, &params));
+    }
+
     /// `copilotd/indexedFile`.
     pub async fn indexed_file(&self, params: Value) -> Result<Value> {
         guarded("copilotd/indexedFile", async { copilotd::indexed_file(&self.0, &params) }).await

@@ -8,6 +8,7 @@ use copilotd_model::Tokenizer;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
+use crate::completion::feedback::Verdict;
 use crate::completion::{Completion, CompletionError, CompletionStats, EngineSettings};
 use crate::engine::{CompletionService, Job, ModelState, Recent, ServiceError};
 use crate::sync::lock;
@@ -36,6 +37,8 @@ pub struct FakeService {
     tokens: Mutex<Vec<CancelToken>>,
     /// Every job received, in order.
     jobs: Mutex<Vec<Job>>,
+    /// Every verdict received, with the text of its suggestion, in order.
+    verdicts: Mutex<Vec<(String, Verdict)>>,
 }
 
 impl FakeService {
@@ -51,6 +54,10 @@ impl FakeService {
         lock(&self.jobs).clone()
     }
 
+    pub fn verdicts(&self) -> Vec<(String, Verdict)> {
+        lock(&self.verdicts).clone()
+    }
+
     async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
         lock(&self.tokens).push(cancel.clone());
         lock(&self.jobs).push(job.clone());
@@ -59,6 +66,7 @@ impl FakeService {
             Step::Answer(text) => Ok(Completion {
                 text: text.to_owned(),
                 tokens: Vec::new(),
+                origin: Default::default(),
                 stats: CompletionStats::empty(job.strategy),
             }),
             Step::WaitForCancel => Err(ServiceError::Cancelled(cancel.cancelled().await)),
@@ -100,5 +108,9 @@ impl CompletionService for FakeService {
 
     fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>> {
         self.run(job, cancel).boxed()
+    }
+
+    fn feedback(&self, suggestion: &Completion, verdict: Verdict) {
+        lock(&self.verdicts).push((suggestion.text.clone(), verdict));
     }
 }

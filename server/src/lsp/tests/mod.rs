@@ -1,8 +1,10 @@
 //! The language server against a fake completion service (no model): supersession,
-//! cancellation, every error code an editor can see, and settings reaching the jobs.
+//! cancellation, every error code an editor can see, settings reaching the jobs, and the
+//! editors' feedback on suggestions.
 
 mod errors;
 mod fake_service;
+mod feedback;
 mod harness;
 mod session;
 mod settings;
