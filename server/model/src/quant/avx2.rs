@@ -9,25 +9,29 @@
 //! (0…15) need no such care: `vpmaddubsw` takes them as they are, and its 16-bit sums
 //! are added over a whole span before one `vpmaddwd`.
 
-use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q8};
+use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4Floats, Q4Halves, Q8};
 use super::*;
 use std::arch::x86_64::*;
 
 /// [`QuantMatrix::multiply`] with AVX2 and FMA.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    match w.values {
+    match &w.values {
         Values::Biased { .. } => narrow::multiply::<Avx2, Q8>(w, x, out, rows),
-        Values::Nibbles { .. } => narrow::multiply_nibbles::<Avx2>(w, x, out, rows),
+        Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Avx2, Q4Halves>(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_floats_avx2(w, x, out, rows),
     }
 }
 
 /// [`QuantMatrix::multiply`] with AVX2, FMA and AVX-VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 pub(super) unsafe fn multiply_vnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    match w.values {
+    match &w.values {
         Values::Biased { .. } => narrow::multiply::<AvxVnni, Q8>(w, x, out, rows),
-        Values::Nibbles { .. } => narrow::multiply_nibbles::<AvxVnni>(w, x, out, rows),
+        Values::Nibbles { scales: BlockValues::Halves(_), .. } => {
+            narrow::multiply::<AvxVnni, Q4Halves>(w, x, out, rows)
+        }
+        Values::Nibbles { .. } => multiply_floats_avxvnni(w, x, out, rows),
     }
 }
 
@@ -257,4 +261,18 @@ impl ByteWeights for AvxVnni {
     unsafe fn dot(sums: __m256i, weights: __m256i, x: *const i8) -> __m256i {
         _mm256_dpbusd_avx_epi32(sums, weights, _mm256_loadu_si256(x.cast()))
     }
+}
+
+/// 4-bit weights with f32 block values on Avx2 (see [`narrow::Q4`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline(never)]
+unsafe fn multiply_floats_avx2(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<Avx2, Q4Floats>(w, x, out, rows)
+}
+
+/// 4-bit weights with f32 block values on AvxVnni (see [`narrow::Q4`]).
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+#[inline(never)]
+unsafe fn multiply_floats_avxvnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<AvxVnni, Q4Floats>(w, x, out, rows)
 }

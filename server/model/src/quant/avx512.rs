@@ -2,7 +2,7 @@
 //! run in the loop below, which keeps a whole span of weights in registers; 4-bit weights
 //! run in [`narrow`]'s loop with one part per vector.
 
-use super::narrow::{self, Engine, NibbleWeights};
+use super::narrow::{self, Engine, NibbleWeights, Q4Floats, Q4Halves};
 use super::*;
 use std::arch::x86_64::*;
 
@@ -47,7 +47,8 @@ pub(super) unsafe fn lane_sums(bytes: &[i8]) -> [i32; LANES] {
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
     match &w.values {
         Values::Biased { biased, scales } => multiply_bytes(w, biased, scales, x, out, rows),
-        Values::Nibbles { .. } => narrow::multiply_nibbles::<Avx512>(w, x, out, rows),
+        Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Avx512, Q4Halves>(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_floats_avx512(w, x, out, rows),
     }
 }
 
@@ -62,7 +63,7 @@ unsafe fn multiply_bytes(
     rows: Range<usize>,
 ) {
     let weights = ByteRows { rows: w.rows, width: w.width, biased, scales };
-    for (tile, group, at) in blocks(rows, x.rows, GROUP) {
+    for (tile, group, at) in blocks(rows, x.rows) {
         // Up to 16 weight vectors held in registers: two weight rows at a time.
         match (tile, group) {
             (TILE_ROWS, 4) => at.tile_by::<2>().for_each(|at| block::<2, 4>(&weights, x, at, out)),
@@ -269,4 +270,11 @@ impl NibbleWeights for Avx512 {
     unsafe fn dot_nibbles(sums: __m512i, weights: __m512i, x: *const i8) -> __m512i {
         _mm512_dpbusd_epi32(sums, weights, _mm512_loadu_si512(x.cast()))
     }
+}
+
+/// 4-bit weights with f32 block values on Avx512 (see [`narrow::Q4`]).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline(never)]
+unsafe fn multiply_floats_avx512(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<Avx512, Q4Floats>(w, x, out, rows)
 }

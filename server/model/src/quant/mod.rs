@@ -367,8 +367,7 @@ impl QuantizedRows {
 
 /// Weight rows per tile: a tile's weights stay in L1 while every input row meets them.
 const TILE_ROWS: usize = 4;
-/// Input rows per group: a group's accumulators stay in registers. Codes whose sums take
-/// few registers meet wider groups first (see [`blocks`]).
+/// Input rows per group: a group's accumulators stay in registers.
 const GROUP: usize = 4;
 
 /// Where a block of products goes: weight rows from `row0`, input rows from `r0`,
@@ -381,19 +380,15 @@ struct Block {
 }
 
 /// The blocks of the products of weight rows `rows` with `m` input rows: tiles of up to
-/// [`TILE_ROWS`] weight rows, each met in turn by groups of `wide` input rows while that
-/// many remain, then by groups of up to [`GROUP`], as `(tile, group, where)`. (Iterators
-/// rather than closures: a closure would not be compiled with the target features of the
-/// kernel that runs it.)
-fn blocks(rows: Range<usize>, m: usize, wide: usize) -> impl Iterator<Item = (usize, usize, Block)> {
-    let full = m / wide * wide;
-    let groups = (0..full).step_by(wide).map(move |r0| (r0, wide));
-    let groups = groups.chain((full..m).step_by(GROUP).map(move |r0| (r0, (m - r0).min(GROUP))));
+/// [`TILE_ROWS`] weight rows, each met by groups of up to [`GROUP`] input rows in turn, as
+/// `(tile, group, where)`. (Iterators rather than closures: a closure would not be compiled
+/// with the target features of the kernel that runs it.)
+fn blocks(rows: Range<usize>, m: usize) -> impl Iterator<Item = (usize, usize, Block)> {
     rows.clone().step_by(TILE_ROWS).flat_map(move |tile_start| {
         let tile = (rows.end - tile_start).min(TILE_ROWS);
-        groups
-            .clone()
-            .map(move |(r0, group)| (tile, group, Block { row0: tile_start, r0, column: tile_start - rows.start }))
+        (0..m)
+            .step_by(GROUP)
+            .map(move |r0| (tile, (m - r0).min(GROUP), Block { row0: tile_start, r0, column: tile_start - rows.start }))
     })
 }
 

@@ -145,9 +145,6 @@ pub(super) trait Code<E: Engine> {
     const STEP: usize;
     /// Whether a block of four input rows meets one weight row at a time.
     const ONE_ROW_FOR_FOUR: bool;
-    /// Input rows a weight row meets at once while that many remain ([`GROUP`] or 8):
-    /// wider groups unpack each loaded weight vector for more rows.
-    const WIDE_GROUP: usize;
     /// Whether lanes add the weights' block mins times the input's [`QuantizedRows::min_terms`].
     const MINS: bool;
 
@@ -183,7 +180,6 @@ impl<E: ByteWeights> Code<E> for Q8 {
     type Scale = f32;
     const STEP: usize = 1;
     const ONE_ROW_FOR_FOUR: bool = E::PAIRED_WEIGHTS;
-    const WIDE_GROUP: usize = GROUP;
     const MINS: bool = false;
 
     fn row(w: &QuantMatrix, row: usize) -> *const u8 {
@@ -223,23 +219,12 @@ impl<E: ByteWeights> Code<E> for Q8 {
     }
 }
 
-/// 4-bit weights with block scales and mins stored as `S`.
+/// 4-bit weights with block scales and mins stored as `S`: f16 bits ([`Q4Halves`]) or f32
+/// ([`Q4Floats`]). Each ISA file compiles the f32 version in a function of its own: inlined
+/// beside the other two codes it slowed them by a few percent (measured on AVX2).
 pub(super) struct Q4<S>(std::marker::PhantomData<S>);
-
-/// [`multiply`] of 4-bit weights on engine `E`, whichever way their block values are stored.
-#[inline(always)]
-pub(super) unsafe fn multiply_nibbles<E: NibbleWeights>(
-    w: &QuantMatrix,
-    x: &QuantizedRows,
-    out: &mut [f32],
-    rows: Range<usize>,
-) {
-    match &w.values {
-        Values::Nibbles { scales: BlockValues::Halves(_), .. } => multiply::<E, Q4<u16>>(w, x, out, rows),
-        Values::Nibbles { scales: BlockValues::Floats(_), .. } => multiply::<E, Q4<f32>>(w, x, out, rows),
-        Values::Biased { .. } => unreachable!("4-bit code on Q8_0 weights"),
-    }
-}
+pub(super) type Q4Halves = Q4<u16>;
+pub(super) type Q4Floats = Q4<f32>;
 
 impl<E: NibbleWeights, S: Stored> Code<E> for Q4<S> {
     type Weights = E::Nibbles;
@@ -247,9 +232,6 @@ impl<E: NibbleWeights, S: Stored> Code<E> for Q4<S> {
     type Scale = S;
     const STEP: usize = 2;
     const ONE_ROW_FOR_FOUR: bool = false;
-    /// Eight 16-bit partial sums, a weight vector's low and high nibbles and the input
-    /// fit in AVX2's 16 registers.
-    const WIDE_GROUP: usize = 8;
     const MINS: bool = true;
 
     fn row(w: &QuantMatrix, row: usize) -> *const u8 {
@@ -316,13 +298,8 @@ pub(super) unsafe fn multiply<E: Engine, C: Code<E>>(
     out: &mut [f32],
     rows: Range<usize>,
 ) {
-    for (tile, group, at) in blocks(rows, x.rows, C::WIDE_GROUP) {
+    for (tile, group, at) in blocks(rows, x.rows) {
         match (tile, group) {
-            (TILE_ROWS, 8) => {
-                for at in at.tile_by::<1>() {
-                    block::<E, C, 1, 8>(w, x, at, out);
-                }
-            }
             (TILE_ROWS, 4) if C::ONE_ROW_FOR_FOUR => {
                 for at in at.tile_by::<1>() {
                     block::<E, C, 1, 4>(w, x, at, out);

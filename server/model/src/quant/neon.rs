@@ -4,25 +4,29 @@
 //! pairwise additions do. Products of bytes within ±127 fit in 16 bits exactly. 4-bit
 //! weights (0…15) are signed bytes as they are, and take the same products.
 
-use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q8};
+use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4Floats, Q4Halves, Q8};
 use super::*;
 use std::arch::aarch64::*;
 
 /// [`QuantMatrix::multiply`] with NEON.
 #[target_feature(enable = "neon")]
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    match w.values {
+    match &w.values {
         Values::Biased { .. } => narrow::multiply::<Neon, Q8>(w, x, out, rows),
-        Values::Nibbles { .. } => narrow::multiply_nibbles::<Neon>(w, x, out, rows),
+        Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Neon, Q4Halves>(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_floats_neon(w, x, out, rows),
     }
 }
 
 /// [`QuantMatrix::multiply`] with NEON and the dot-product extension.
 #[target_feature(enable = "neon,dotprod")]
 pub(super) unsafe fn multiply_dotprod(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    match w.values {
+    match &w.values {
         Values::Biased { .. } => narrow::multiply::<NeonDotprod, Q8>(w, x, out, rows),
-        Values::Nibbles { .. } => narrow::multiply_nibbles::<NeonDotprod>(w, x, out, rows),
+        Values::Nibbles { scales: BlockValues::Halves(_), .. } => {
+            narrow::multiply::<NeonDotprod, Q4Halves>(w, x, out, rows)
+        }
+        Values::Nibbles { .. } => multiply_floats_neondotprod(w, x, out, rows),
     }
 }
 
@@ -194,4 +198,18 @@ impl SignedDot for NeonDotprod {
         );
         sums
     }
+}
+
+/// 4-bit weights with f32 block values on Neon (see [`narrow::Q4`]).
+#[target_feature(enable = "neon")]
+#[inline(never)]
+unsafe fn multiply_floats_neon(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<Neon, Q4Floats>(w, x, out, rows)
+}
+
+/// 4-bit weights with f32 block values on NeonDotprod (see [`narrow::Q4`]).
+#[target_feature(enable = "neon,dotprod")]
+#[inline(never)]
+unsafe fn multiply_floats_neondotprod(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<NeonDotprod, Q4Floats>(w, x, out, rows)
 }
