@@ -1,8 +1,8 @@
 //! Quantized matrix multiplication whose cost grows slowly with the number of input rows.
 //!
 //! Weights come in one of two codes, each with one scale per block of 32 values: Q8_0
-//! (8-bit values) or Q4_1 (4-bit values 0…15 and one min per block, kept exactly as a
-//! GGUF file stores them: `w = scale · q + min`). Input rows are quantized to Q8_0 at run
+//! (8-bit values) or 4-bit values 0…15 with one min per block (`w = scale · q + min`),
+//! kept exactly as GGUF's Q4_0, Q4_1 and Q4_K store them ([`FourBit`]). Input rows are quantized to Q8_0 at run
 //! time. A tile of weight rows is multiplied with every input row while it sits in L1, so
 //! a tree pass over k nodes streams the weights from memory once instead of k times, and
 //! the integer products are summed over whole spans before one conversion to float. On a
