@@ -69,7 +69,6 @@ unsafe fn multiply_bytes(
             (TILE_ROWS, 4) => at.tile_by::<2>().for_each(|at| block::<2, 4>(&weights, x, at, out)),
             (TILE_ROWS, 3) => at.tile_by::<2>().for_each(|at| block::<2, 3>(&weights, x, at, out)),
             (TILE_ROWS, 2) => at.tile_by::<2>().for_each(|at| block::<2, 2>(&weights, x, at, out)),
-            (TILE_ROWS, 1) => at.tile_by::<2>().for_each(|at| block::<2, 1>(&weights, x, at, out)),
             _ => at.one_by_one(tile, group).for_each(|at| block::<1, 1>(&weights, x, at, out)),
         }
     }
@@ -86,9 +85,9 @@ unsafe fn block<const R: usize, const G: usize>(w: &ByteRows, x: &QuantizedRows,
         x_rows: std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width)),
         x_scales: std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK)),
         x_corrections: std::array::from_fn(|i| x.bias_corrections.as_ptr().add(x.lanes_start(at.r0 + i))),
-        // The first group of input rows also pulls the next tile's weights into the
-        // cache, so that memory keeps streaming while the other groups compute from L1.
-        next_tile: (at.r0 == 0 && at.row0 + TILE_ROWS + R <= w.rows).then_some(TILE_ROWS * w.width),
+        // The first group of input rows also pulls weights further on into the cache, so
+        // that memory keeps streaming while the other groups compute from L1.
+        prefetch_distance: (at.r0 == 0 && at.row0 + PREFETCH_ROWS + R <= w.rows).then_some(PREFETCH_ROWS * w.width),
     };
     let mut acc = [[_mm512_setzero_ps(); G]; R];
     for (index, span) in spans(w.width).enumerate() {
@@ -123,7 +122,7 @@ struct Operands<const R: usize, const G: usize> {
     x_scales: [*const f32; G],
     x_corrections: [*const i32; G],
     /// Distance to the weights to prefetch, if this block prefetches.
-    next_tile: Option<usize>,
+    prefetch_distance: Option<usize>,
 }
 
 impl<const R: usize, const G: usize> Operands<R, G> {
@@ -131,7 +130,7 @@ impl<const R: usize, const G: usize> Operands<R, G> {
     /// The span's weight vectors are loaded once and kept in registers for every input row.
     #[inline(always)]
     unsafe fn span<const V: usize>(&self, acc: &mut [[__m512; G]; R], index: usize, offset: usize) {
-        if let Some(distance) = self.next_tile {
+        if let Some(distance) = self.prefetch_distance {
             for row in self.w_rows {
                 for v in 0..V {
                     _mm_prefetch::<_MM_HINT_T0>(row.add(distance + offset + v * VECTOR).cast());

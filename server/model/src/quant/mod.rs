@@ -367,6 +367,10 @@ impl QuantizedRows {
 
 /// Weight rows per tile: a tile's weights stay in L1 while every input row meets them.
 const TILE_ROWS: usize = 4;
+/// Weight rows ahead of a block that its first group of input rows pulls into the cache.
+/// One tile (4 rows) was too short a distance for memory to keep streaming: a one-row
+/// pass streamed 11 GB/s per core on AMD Zen 4 with it, 19 GB/s with 8.
+const PREFETCH_ROWS: usize = 8;
 /// Input rows per group: a group's accumulators stay in registers.
 const GROUP: usize = 4;
 

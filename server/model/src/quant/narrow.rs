@@ -320,11 +320,9 @@ pub(super) unsafe fn multiply<E: Engine, C: Code<E>>(
                     block::<E, C, 2, 2>(w, x, at, out);
                 }
             }
-            (TILE_ROWS, 1) => {
-                for at in at.tile_by::<2>() {
-                    block::<E, C, 2, 1>(w, x, at, out);
-                }
-            }
+            // One input row (and the odd shapes) meets one weight row at a time: memory then
+            // streams the rows in order, where two rows side by side made two short streams
+            // that the hardware prefetchers kept losing (11 against 19 GB/s per core).
             _ => {
                 for at in at.one_by_one(tile, group) {
                     block::<E, C, 1, 1>(w, x, at, out);
@@ -355,10 +353,10 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
     let x_min_terms: [*const f32; G] =
         std::array::from_fn(|i| x.min_terms.as_ptr().wrapping_add(x.lanes_start(at.r0 + i)));
 
-    // The first group of input rows also pulls the next tile's weights into the cache,
-    // so that memory keeps streaming while the other groups compute from L1.
-    let next_tile: Option<[*const u8; R]> = (at.r0 == 0 && at.row0 + TILE_ROWS + R <= w.rows)
-        .then(|| std::array::from_fn(|j| C::row(w, at.row0 + TILE_ROWS + j)));
+    // The first group of input rows also pulls the weights [`PREFETCH_ROWS`] further on into
+    // the cache, so that memory keeps streaming while the other groups compute from L1.
+    let prefetched: Option<[*const u8; R]> = (at.r0 == 0 && at.row0 + PREFETCH_ROWS + R <= w.rows)
+        .then(|| std::array::from_fn(|j| C::row(w, at.row0 + PREFETCH_ROWS + j)));
 
     let mut lanes = [[[0f32; LANES]; G]; R];
     for part in 0..E::PARTS {
@@ -377,7 +375,7 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
             }
             let vectors = span.vectors.min(C::STEP);
             for step in 0..span.vectors / vectors {
-                if let (0, Some(next)) = (part, next_tile) {
+                if let (0, Some(next)) = (part, prefetched) {
                     for row in next {
                         E::prefetch(C::line(row, span, step));
                     }
