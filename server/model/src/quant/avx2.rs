@@ -9,7 +9,7 @@
 //! (0…15) need no such care: `vpmaddubsw` takes them as they are, and its 16-bit sums
 //! are added over a whole span before one `vpmaddwd`.
 
-use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4Floats, Q4Halves, Q8};
+use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4Coded, Q4Halves, Q8};
 use super::*;
 use std::arch::x86_64::*;
 
@@ -19,7 +19,7 @@ pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32
     match &w.values {
         Values::Biased { .. } => narrow::multiply::<Avx2, Q8>(w, x, out, rows),
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Avx2, Q4Halves>(w, x, out, rows),
-        Values::Nibbles { .. } => multiply_floats_avx2(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_coded_avx2(w, x, out, rows),
     }
 }
 
@@ -31,7 +31,7 @@ pub(super) unsafe fn multiply_vnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => {
             narrow::multiply::<AvxVnni, Q4Halves>(w, x, out, rows)
         }
-        Values::Nibbles { .. } => multiply_floats_avxvnni(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_coded_avxvnni(w, x, out, rows),
     }
 }
 
@@ -115,8 +115,29 @@ macro_rules! float_ops {
         }
 
         #[inline(always)]
+        unsafe fn codes(codes: *const u8) -> __m256 {
+            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.cast())))
+        }
+
+        /// A part's eight lanes share one factor.
+        #[inline(always)]
+        unsafe fn eighths(factors: *const f32) -> __m256 {
+            _mm256_set1_ps(*factors)
+        }
+
+        #[inline(always)]
+        unsafe fn splat(value: f32) -> __m256 {
+            _mm256_set1_ps(value)
+        }
+
+        #[inline(always)]
         unsafe fn zero() -> __m256 {
             _mm256_setzero_ps()
+        }
+
+        #[inline(always)]
+        unsafe fn mul(a: __m256, b: __m256) -> __m256 {
+            _mm256_mul_ps(a, b)
         }
 
         #[inline(always)]
@@ -263,16 +284,16 @@ impl ByteWeights for AvxVnni {
     }
 }
 
-/// 4-bit weights with f32 block values on Avx2 (see [`narrow::Q4`]).
+/// 4-bit weights with Q4_K's coded block values on Avx2 (see [`narrow::Q4`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline(never)]
-unsafe fn multiply_floats_avx2(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    narrow::multiply::<Avx2, Q4Floats>(w, x, out, rows)
+unsafe fn multiply_coded_avx2(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<Avx2, Q4Coded>(w, x, out, rows)
 }
 
-/// 4-bit weights with f32 block values on AvxVnni (see [`narrow::Q4`]).
+/// 4-bit weights with Q4_K's coded block values on AvxVnni (see [`narrow::Q4`]).
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 #[inline(never)]
-unsafe fn multiply_floats_avxvnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    narrow::multiply::<AvxVnni, Q4Floats>(w, x, out, rows)
+unsafe fn multiply_coded_avxvnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<AvxVnni, Q4Coded>(w, x, out, rows)
 }

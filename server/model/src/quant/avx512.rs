@@ -2,7 +2,7 @@
 //! run in the loop below, which keeps a whole span of weights in registers; 4-bit weights
 //! run in [`narrow`]'s loop with one part per vector.
 
-use super::narrow::{self, Engine, NibbleWeights, Q4Floats, Q4Halves};
+use super::narrow::{self, Engine, NibbleWeights, Q4Coded, Q4Halves};
 use super::*;
 use std::arch::x86_64::*;
 
@@ -48,7 +48,7 @@ pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32
     match &w.values {
         Values::Biased { biased, scales } => multiply_bytes(w, biased, scales, x, out, rows),
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Avx512, Q4Halves>(w, x, out, rows),
-        Values::Nibbles { .. } => multiply_floats_avx512(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_coded_avx512(w, x, out, rows),
     }
 }
 
@@ -205,8 +205,30 @@ impl Engine for Avx512 {
     }
 
     #[inline(always)]
+    unsafe fn codes(codes: *const u8) -> __m512 {
+        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(codes.cast())))
+    }
+
+    #[inline(always)]
+    unsafe fn eighths(factors: *const f32) -> __m512 {
+        let low = _mm256_castps_pd(_mm256_set1_ps(*factors));
+        let high = _mm256_castps_pd(_mm256_set1_ps(*factors.add(1)));
+        _mm512_castpd_ps(_mm512_insertf64x4::<1>(_mm512_castpd256_pd512(low), high))
+    }
+
+    #[inline(always)]
+    unsafe fn splat(value: f32) -> __m512 {
+        _mm512_set1_ps(value)
+    }
+
+    #[inline(always)]
     unsafe fn zero() -> __m512 {
         _mm512_setzero_ps()
+    }
+
+    #[inline(always)]
+    unsafe fn mul(a: __m512, b: __m512) -> __m512 {
+        _mm512_mul_ps(a, b)
     }
 
     #[inline(always)]
@@ -271,9 +293,9 @@ impl NibbleWeights for Avx512 {
     }
 }
 
-/// 4-bit weights with f32 block values on Avx512 (see [`narrow::Q4`]).
+/// 4-bit weights with Q4_K's coded block values on Avx512 (see [`narrow::Q4`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline(never)]
-unsafe fn multiply_floats_avx512(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    narrow::multiply::<Avx512, Q4Floats>(w, x, out, rows)
+unsafe fn multiply_coded_avx512(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<Avx512, Q4Coded>(w, x, out, rows)
 }

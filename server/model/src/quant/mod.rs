@@ -74,27 +74,57 @@ enum Values {
     Nibbles { packed: Vec<u8>, scales: BlockValues, mins: BlockValues },
 }
 
-/// The scales or mins of 4-bit blocks, row-major: f16 (bits) as Q4_0 and Q4_1 store them,
-/// or f32 where the file's value is a product no f16 holds exactly (Q4_K).
+/// The scales or mins of 4-bit blocks, row-major, in the form the file stores them: f16
+/// values (Q4_0, Q4_1), or Q4_K's per super-block of eight blocks an f32 factor (`d`, or
+/// `−dmin` for mins) and per block a 6-bit code, the value being `factor · code` (exact in
+/// f32: 11 × 6 significant bits). Q4_K thus keeps 0.09 bytes per weight for its blocks'
+/// values, where one f32 per block and value would take 0.25.
 enum BlockValues {
     Halves(Vec<u16>),
-    Floats(Vec<f32>),
+    Coded { factors: Vec<f32>, codes: Vec<u8> },
+}
+
+/// Blocks per Q4_K super-block, which share a [`BlockValues::Coded`] factor.
+const CODED_BLOCKS: usize = 8;
+
+/// A block's scale or min as its file defines it: `factor · code`, exact in f32 (code 1
+/// where the file stores the value itself).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct BlockValue {
+    factor: f32,
+    code: u8,
+}
+
+impl BlockValue {
+    fn plain(value: f32) -> BlockValue {
+        BlockValue { factor: value, code: 1 }
+    }
+
+    fn value(self) -> f32 {
+        self.factor * self.code as f32
+    }
 }
 
 impl BlockValues {
-    /// `count` zeros, f32 for `code`s that need it.
+    /// `count` zeros, in the form `code` stores its values.
     fn zeros(code: FourBit, count: usize) -> BlockValues {
         match code {
-            FourBit::Q4K => BlockValues::Floats(vec![0.0; count]),
+            FourBit::Q4K => {
+                BlockValues::Coded { factors: vec![0.0; count.div_ceil(CODED_BLOCKS)], codes: vec![0; count] }
+            }
             FourBit::Q4_0 | FourBit::Q4_1 => BlockValues::Halves(vec![0; count]),
         }
     }
 
-    /// Sets block `index` to `value`, which must be representable (a file's f16, or f32).
-    fn set(&mut self, index: usize, value: f32) {
+    /// Sets block `index` to `value`, which must be of this form (a file's f16, or Q4_K's
+    /// factor and code; blocks of one super-block share the factor).
+    fn set(&mut self, index: usize, value: BlockValue) {
         match self {
-            BlockValues::Halves(h) => h[index] = half::f16::from_f32(value).to_bits(),
-            BlockValues::Floats(f) => f[index] = value,
+            BlockValues::Halves(h) => h[index] = half::f16::from_f32(value.value()).to_bits(),
+            BlockValues::Coded { factors, codes } => {
+                factors[index / CODED_BLOCKS] = value.factor;
+                codes[index] = value.code;
+            }
         }
     }
 
@@ -102,7 +132,9 @@ impl BlockValues {
     fn get(&self, index: usize) -> f32 {
         match self {
             BlockValues::Halves(h) => half::f16::from_bits(h[index]).to_f32(),
-            BlockValues::Floats(f) => f[index],
+            BlockValues::Coded { factors, codes } => {
+                BlockValue { factor: factors[index / CODED_BLOCKS], code: codes[index] }.value()
+            }
         }
     }
 }
@@ -116,12 +148,12 @@ pub enum FourBit {
     Q4_1,
     /// 144-byte super-blocks of 256: f16 `d` and `dmin`, 12 bytes of 6-bit scales and mins
     /// for eight blocks of 32, 128 bytes of values; block `b`: `w = d·sc_b · q − dmin·m_b`.
-    /// `d·sc_b` and `dmin·m_b` (11 × 6 significant bits) are exact in f32.
+    /// Kept as `d`, `−dmin` and the codes ([`BlockValues::Coded`]).
     Q4K,
 }
 
 /// A block of 32 values as a GGUF file defines it: `w = scale · q + min`.
-type Decoded = (f32, f32, [u8; BLOCK]);
+type Decoded = (BlockValue, BlockValue, [u8; BLOCK]);
 
 impl FourBit {
     /// Bytes per stored block ([`FourBit::block_values`] values).
@@ -154,7 +186,7 @@ impl FourBit {
                 let (min, quants) =
                     if self == FourBit::Q4_0 { (-8.0 * scale, &block[2..18]) } else { (half(2), &block[4..20]) };
                 let values = std::array::from_fn(|i| if i < 16 { quants[i] & 0x0F } else { quants[i - 16] >> 4 });
-                vec![(scale, min, values)]
+                vec![(BlockValue::plain(scale), BlockValue::plain(min), values)]
             }
             FourBit::Q4K => {
                 let (d, dmin, packed, quants) = (half(0), half(2), &block[4..16], &block[16..144]);
@@ -170,7 +202,7 @@ impl FourBit {
                         };
                         let bytes = &quants[32 * (b / 2)..][..32];
                         let values = std::array::from_fn(|i| if b % 2 == 0 { bytes[i] & 0x0F } else { bytes[i] >> 4 });
-                        (d * sc as f32, -(dmin * m as f32), values)
+                        (BlockValue { factor: d, code: sc }, BlockValue { factor: -dmin, code: m }, values)
                     })
                     .collect()
             }
@@ -650,7 +682,7 @@ mod tests {
             let stored: Vec<f32> = blocks
                 .chunks_exact(code.block_bytes())
                 .flat_map(|b| code.decode(b))
-                .flat_map(|(scale, min, values)| values.map(|q| scale * q as f32 + min))
+                .flat_map(|(scale, min, values)| values.map(|q| scale.value() * q as f32 + min.value()))
                 .collect();
             let got = product(&QuantMatrix::from_four_bit(code, &blocks, rows, cols, Kernel::best()), &x, m);
             for j in 0..rows {
@@ -689,9 +721,9 @@ mod tests {
         q4_1[2..4].copy_from_slice(&half::f16::from_f32(-1.0).to_le_bytes());
         q4_1[4] = 0x3A; // value 0 = 0xA, value 16 = 0x3
         let (scale, min, values) = FourBit::Q4_1.decode(&q4_1)[0];
-        assert_eq!((scale, min, values[0], values[16], values[1]), (0.5, -1.0, 10, 3, 0));
+        assert_eq!((scale.value(), min.value(), values[0], values[16], values[1]), (0.5, -1.0, 10, 3, 0));
         let (scale, min, values) = FourBit::Q4_0.decode(&[&q4_1[..2], &q4_1[4..]].concat())[0];
-        assert_eq!((scale, min, values[0], values[16]), (0.5, -4.0, 10, 3));
+        assert_eq!((scale.value(), min.value(), values[0], values[16]), (0.5, -4.0, 10, 3));
     }
 
     /// Q4_K weights `[rows, cols]` written by the test models' ggml encoder, and the values
@@ -706,7 +738,7 @@ mod tests {
         let ours: Vec<f32> = blocks
             .chunks_exact(FourBit::Q4K.block_bytes())
             .flat_map(|b| FourBit::Q4K.decode(b))
-            .flat_map(|(scale, min, values)| values.map(|q| scale * q as f32 + min))
+            .flat_map(|(scale, min, values)| values.map(|q| scale.value() * q as f32 + min.value()))
             .collect();
         assert_eq!(ours, decoded);
     }

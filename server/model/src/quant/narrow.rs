@@ -27,7 +27,14 @@ pub(super) trait Engine {
     unsafe fn load_halves(values: *const u16) -> Self::Float;
     /// [`Engine::pair`] from f16 values (bits).
     unsafe fn pair_halves(pair: *const u16) -> Self::Float;
+    /// The lanes' share of 16 block codes at `codes`, as f32.
+    unsafe fn codes(codes: *const u8) -> Self::Float;
+    /// Lane `l` of a whole vector gets `factors[l / 8]` ([`CODED_BLOCKS`] lanes per factor);
+    /// a part's lanes start at its own factor.
+    unsafe fn eighths(factors: *const f32) -> Self::Float;
+    unsafe fn splat(value: f32) -> Self::Float;
     unsafe fn zero() -> Self::Float;
+    unsafe fn mul(a: Self::Float, b: Self::Float) -> Self::Float;
     /// `acc + (sums as f32 × x_scale) × w_scale`, the last step fused.
     unsafe fn accumulate(acc: Self::Float, sums: Self::Int, x_scale: Self::Float, w_scale: Self::Float) -> Self::Float;
     /// Asks for the cache line at `line` ahead of its use (a no-op where the hardware
@@ -91,45 +98,85 @@ pub(super) trait NibbleWeights: Engine {
     }
 }
 
-/// How block values (scales, mins) are stored: f32 or f16 bits.
-pub(super) trait Stored: Copy {
-    unsafe fn lanes<E: Engine>(values: *const Self) -> E::Float;
-    unsafe fn pair<E: Engine>(pair: *const Self) -> E::Float;
-    /// The values of 4-bit blocks stored as `Self`.
-    fn of(values: &BlockValues) -> &[Self];
+/// How a weight code stores its block values (scales, mins), and how a span's lanes load them.
+pub(super) trait Stored {
+    /// Where one row's values start.
+    type Row: Copy;
+    /// The values of the lanes of part `part` of a full span whose first block is `first`
+    /// (row-relative): lane `l` holds block `first + l`.
+    unsafe fn lanes<E: Engine>(row: Self::Row, first: usize) -> E::Float;
+    /// `[v(first), v(first + 1), …]` repeated for a one-vector span.
+    unsafe fn pair<E: Engine>(row: Self::Row, first: usize) -> E::Float;
 }
 
+/// f32 values (Q8_0's scales).
 impl Stored for f32 {
-    fn of(values: &BlockValues) -> &[f32] {
-        let BlockValues::Floats(f) = values else { unreachable!("f16 block values read as f32") };
-        f
+    type Row = *const f32;
+
+    #[inline(always)]
+    unsafe fn lanes<E: Engine>(row: *const f32, first: usize) -> E::Float {
+        E::load(row.add(first))
     }
 
     #[inline(always)]
-    unsafe fn lanes<E: Engine>(values: *const f32) -> E::Float {
-        E::load(values)
-    }
-
-    #[inline(always)]
-    unsafe fn pair<E: Engine>(pair: *const f32) -> E::Float {
-        E::pair(pair)
+    unsafe fn pair<E: Engine>(row: *const f32, first: usize) -> E::Float {
+        E::pair(row.add(first))
     }
 }
 
+/// The forms of [`BlockValues`] a 4-bit code reads.
+pub(super) trait FourBitStored: Stored {
+    /// Where the values of the row whose first block is `first` start.
+    fn row(values: &BlockValues, first: usize) -> Self::Row;
+}
+
+/// f16 values (bits), as Q4_0 and Q4_1 store them.
 impl Stored for u16 {
-    fn of(values: &BlockValues) -> &[u16] {
-        let BlockValues::Halves(h) = values else { unreachable!("f32 block values read as f16") };
-        h
+    type Row = *const u16;
+
+    #[inline(always)]
+    unsafe fn lanes<E: Engine>(row: *const u16, first: usize) -> E::Float {
+        E::load_halves(row.add(first))
     }
 
     #[inline(always)]
-    unsafe fn lanes<E: Engine>(values: *const u16) -> E::Float {
-        E::load_halves(values)
+    unsafe fn pair<E: Engine>(row: *const u16, first: usize) -> E::Float {
+        E::pair_halves(row.add(first))
+    }
+}
+
+impl FourBitStored for u16 {
+    fn row(values: &BlockValues, first: usize) -> *const u16 {
+        let BlockValues::Halves(h) = values else { unreachable!("coded block values read as f16") };
+        h[first..].as_ptr()
+    }
+}
+
+/// Q4_K's super-block factors and block codes ([`BlockValues::Coded`]).
+#[derive(Clone, Copy)]
+pub(super) struct Coded;
+
+impl Stored for Coded {
+    /// The row's first super-block factor and first block code (rows start on super-blocks).
+    type Row = (*const f32, *const u8);
+
+    #[inline(always)]
+    unsafe fn lanes<E: Engine>((factors, codes): Self::Row, first: usize) -> E::Float {
+        E::mul(E::codes(codes.add(first)), E::eighths(factors.add(first / CODED_BLOCKS)))
     }
 
     #[inline(always)]
-    unsafe fn pair<E: Engine>(pair: *const u16) -> E::Float {
-        E::pair_halves(pair)
+    unsafe fn pair<E: Engine>((factors, codes): Self::Row, first: usize) -> E::Float {
+        // A one-vector span's two blocks lie in one super-block.
+        let pair = [*codes.add(first) as f32, *codes.add(first + 1) as f32];
+        E::mul(E::pair(pair.as_ptr()), E::splat(*factors.add(first / CODED_BLOCKS)))
+    }
+}
+
+impl FourBitStored for Coded {
+    fn row(values: &BlockValues, first: usize) -> Self::Row {
+        let BlockValues::Coded { factors, codes } = values else { unreachable!("f16 block values read as coded") };
+        (factors[first / CODED_BLOCKS..].as_ptr(), codes[first..].as_ptr())
     }
 }
 
@@ -151,7 +198,7 @@ pub(super) trait Code<E: Engine> {
     /// Where weight row `row`'s values start.
     fn row(w: &QuantMatrix, row: usize) -> *const u8;
     /// Where weight row `row`'s block scales and (if [`Code::MINS`]) mins start.
-    fn scales(w: &QuantMatrix, row: usize) -> (*const Self::Scale, *const Self::Scale);
+    fn scales(w: &QuantMatrix, row: usize) -> (<Self::Scale as Stored>::Row, <Self::Scale as Stored>::Row);
     /// The 64 bytes of a row's weights that load `step` of `span` reads (parts of it).
     unsafe fn line(row: *const u8, span: Span, step: usize) -> *const u8;
     /// The part `part` of the weight vectors of `span` that load `step` brings
@@ -171,6 +218,9 @@ pub(super) trait Code<E: Engine> {
     unsafe fn finish(sums: Self::Sums) -> E::Int;
 }
 
+/// Where one weight row's block scales and mins start, for code `C`.
+type RowValues<E, C> = (<<C as Code<E>>::Scale as Stored>::Row, <<C as Code<E>>::Scale as Stored>::Row);
+
 /// Q8_0 weights.
 pub(super) struct Q8;
 
@@ -189,7 +239,8 @@ impl<E: ByteWeights> Code<E> for Q8 {
 
     fn scales(w: &QuantMatrix, row: usize) -> (*const f32, *const f32) {
         let Values::Biased { scales, .. } = &w.values else { unreachable!("Q8 code on 4-bit weights") };
-        (scales[row * w.width / BLOCK..].as_ptr(), std::ptr::null())
+        let row_scales = scales[row * w.width / BLOCK..].as_ptr();
+        (row_scales, row_scales) // no mins: never read
     }
 
     #[inline(always)]
@@ -219,14 +270,15 @@ impl<E: ByteWeights> Code<E> for Q8 {
     }
 }
 
-/// 4-bit weights with block scales and mins stored as `S`: f16 bits ([`Q4Halves`]) or f32
-/// ([`Q4Floats`]). Each ISA file compiles the f32 version in a function of its own: inlined
-/// beside the other two codes it slowed them by a few percent (measured on AVX2).
+/// 4-bit weights with block scales and mins stored as `S`: f16 bits ([`Q4Halves`]) or Q4_K's
+/// factors and codes ([`Q4Coded`]). Each ISA file compiles the coded version in a function of
+/// its own: inlined beside the other two codes it slowed them by a few percent (measured on
+/// AVX2).
 pub(super) struct Q4<S>(std::marker::PhantomData<S>);
 pub(super) type Q4Halves = Q4<u16>;
-pub(super) type Q4Floats = Q4<f32>;
+pub(super) type Q4Coded = Q4<Coded>;
 
-impl<E: NibbleWeights, S: Stored> Code<E> for Q4<S> {
+impl<E: NibbleWeights, S: FourBitStored> Code<E> for Q4<S> {
     type Weights = E::Nibbles;
     type Sums = E::Partial;
     type Scale = S;
@@ -239,10 +291,10 @@ impl<E: NibbleWeights, S: Stored> Code<E> for Q4<S> {
         packed[row * w.width / 2..].as_ptr()
     }
 
-    fn scales(w: &QuantMatrix, row: usize) -> (*const S, *const S) {
+    fn scales(w: &QuantMatrix, row: usize) -> (S::Row, S::Row) {
         let Values::Nibbles { scales, mins, .. } = &w.values else { unreachable!("4-bit code on Q8_0 weights") };
         let first = row * w.width / BLOCK;
-        (S::of(scales)[first..].as_ptr(), S::of(mins)[first..].as_ptr())
+        (S::row(scales, first), S::row(mins, first))
     }
 
     /// A full span's load step reads a pair of packed vectors; a tail span's one load
@@ -344,7 +396,7 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
     let lanes_per_part = LANES / E::PARTS;
     let bytes_per_part = VECTOR / E::PARTS;
     let w_rows: [*const u8; R] = std::array::from_fn(|j| C::row(w, at.row0 + j));
-    let w_scales: [(*const C::Scale, *const C::Scale); R] = std::array::from_fn(|j| C::scales(w, at.row0 + j));
+    let w_scales: [RowValues<E, C>; R] = std::array::from_fn(|j| C::scales(w, at.row0 + j));
     let x_rows: [*const i8; G] = std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width));
     let x_scales: [*const f32; G] = std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK));
     // Only the code's own per-lane values exist (the other vector is empty).
@@ -431,11 +483,11 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
 /// The block values (scales or mins) of a row's `span` that match the lanes of `part`:
 /// lane `l` of a full span holds block `l`, of a one-vector span block `l % 2`.
 #[inline(always)]
-unsafe fn part_scales<E: Engine, S: Stored>(row_scales: *const S, span: Span, part: usize) -> E::Float {
-    let first = row_scales.add(span.start / BLOCK);
+unsafe fn part_scales<E: Engine, S: Stored>(row: S::Row, span: Span, part: usize) -> E::Float {
+    let first = span.start / BLOCK;
     if span.vectors == SPAN_VECTORS {
-        S::lanes::<E>(first.add(part * LANES / E::PARTS))
+        S::lanes::<E>(row, first + part * LANES / E::PARTS)
     } else {
-        S::pair::<E>(first)
+        S::pair::<E>(row, first)
     }
 }

@@ -4,7 +4,7 @@
 //! pairwise additions do. Products of bytes within ±127 fit in 16 bits exactly. 4-bit
 //! weights (0…15) are signed bytes as they are, and take the same products.
 
-use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4Floats, Q4Halves, Q8};
+use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4Coded, Q4Halves, Q8};
 use super::*;
 use std::arch::aarch64::*;
 
@@ -14,7 +14,7 @@ pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32
     match &w.values {
         Values::Biased { .. } => narrow::multiply::<Neon, Q8>(w, x, out, rows),
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Neon, Q4Halves>(w, x, out, rows),
-        Values::Nibbles { .. } => multiply_floats_neon(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_coded_neon(w, x, out, rows),
     }
 }
 
@@ -26,7 +26,7 @@ pub(super) unsafe fn multiply_dotprod(w: &QuantMatrix, x: &QuantizedRows, out: &
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => {
             narrow::multiply::<NeonDotprod, Q4Halves>(w, x, out, rows)
         }
-        Values::Nibbles { .. } => multiply_floats_neondotprod(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_coded_neondotprod(w, x, out, rows),
     }
 }
 
@@ -123,8 +123,30 @@ macro_rules! common_ops {
         }
 
         #[inline(always)]
+        unsafe fn codes(codes: *const u8) -> float32x4_t {
+            let bytes = vreinterpret_u8_u32(vdup_n_u32(codes.cast::<u32>().read_unaligned()));
+            vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(bytes))))
+        }
+
+        /// A part's four lanes share one factor.
+        #[inline(always)]
+        unsafe fn eighths(factors: *const f32) -> float32x4_t {
+            vdupq_n_f32(*factors)
+        }
+
+        #[inline(always)]
+        unsafe fn splat(value: f32) -> float32x4_t {
+            vdupq_n_f32(value)
+        }
+
+        #[inline(always)]
         unsafe fn zero() -> float32x4_t {
             vdupq_n_f32(0.0)
+        }
+
+        #[inline(always)]
+        unsafe fn mul(a: float32x4_t, b: float32x4_t) -> float32x4_t {
+            vmulq_f32(a, b)
         }
 
         #[inline(always)]
@@ -200,16 +222,16 @@ impl SignedDot for NeonDotprod {
     }
 }
 
-/// 4-bit weights with f32 block values on Neon (see [`narrow::Q4`]).
+/// 4-bit weights with Q4_K's coded block values on Neon (see [`narrow::Q4`]).
 #[target_feature(enable = "neon")]
 #[inline(never)]
-unsafe fn multiply_floats_neon(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    narrow::multiply::<Neon, Q4Floats>(w, x, out, rows)
+unsafe fn multiply_coded_neon(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<Neon, Q4Coded>(w, x, out, rows)
 }
 
-/// 4-bit weights with f32 block values on NeonDotprod (see [`narrow::Q4`]).
+/// 4-bit weights with Q4_K's coded block values on NeonDotprod (see [`narrow::Q4`]).
 #[target_feature(enable = "neon,dotprod")]
 #[inline(never)]
-unsafe fn multiply_floats_neondotprod(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    narrow::multiply::<NeonDotprod, Q4Floats>(w, x, out, rows)
+unsafe fn multiply_coded_neondotprod(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<NeonDotprod, Q4Coded>(w, x, out, rows)
 }
