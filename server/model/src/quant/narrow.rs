@@ -427,7 +427,9 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
             }
             let vectors = span.vectors.min(C::STEP);
             for step in 0..span.vectors / vectors {
-                if let (0, Some(next)) = (part, prefetched) {
+                // Each part asks for its share of the lines, so that memory keeps streaming
+                // while the later parts compute on lines already in L1.
+                if let (true, Some(next)) = ((index + step) % E::PARTS == part, prefetched) {
                     for row in next {
                         E::prefetch(C::line(row, span, step));
                     }
