@@ -27,7 +27,7 @@ pub(super) trait Engine {
     unsafe fn load_halves(values: *const u16) -> Self::Float;
     /// [`Engine::pair`] from f16 values (bits).
     unsafe fn pair_halves(pair: *const u16) -> Self::Float;
-    /// The lanes' share of 16 block codes at `codes`, as f32.
+    /// A part's lanes' block codes, one byte each from `codes`, as f32.
     unsafe fn codes(codes: *const u8) -> Self::Float;
     /// Lane `l` of a whole vector gets `factors[l / 8]` ([`CODED_BLOCKS`] lanes per factor);
     /// a part's lanes start at its own factor.
@@ -102,8 +102,8 @@ pub(super) trait NibbleWeights: Engine {
 pub(super) trait Stored {
     /// Where one row's values start.
     type Row: Copy;
-    /// The values of the lanes of part `part` of a full span whose first block is `first`
-    /// (row-relative): lane `l` holds block `first + l`.
+    /// The values of a part's lanes in a full span: the part's lane `l` holds block
+    /// `first + l` (row-relative).
     unsafe fn lanes<E: Engine>(row: Self::Row, first: usize) -> E::Float;
     /// `[v(first), v(first + 1), …]` repeated for a one-vector span.
     unsafe fn pair<E: Engine>(row: Self::Row, first: usize) -> E::Float;
