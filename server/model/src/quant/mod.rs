@@ -781,4 +781,38 @@ mod tests {
         let w = QuantMatrix::quantize(&[0.0; 64], 1, 64, Kernel::best());
         assert_eq!(product(&w, &values(64, 1), 1), [0.0]);
     }
+
+    /// How fast each vector kernel streams weights on one core (measured, never asserted):
+    /// `cargo test -p copilotd-model --release --lib streaming_speed -- --ignored --nocapture`.
+    /// A 35,840 × 1,536 matrix (55 MB as 4-bit, 62 MB as Q8_0: larger than the caches) times
+    /// 1 and 16 input rows; for one row the figure to compare is the machine's memory
+    /// bandwidth on one core.
+    #[test]
+    #[ignore]
+    fn streaming_speed() {
+        let (rows, cols, repeats) = (35_840, 1_536, 20);
+        let blocks = q4_1_blocks(rows, cols, 7);
+        let weights = values(rows * cols, 7);
+        // The portable kernel is the correctness fallback, not measured here.
+        for kernel in Kernel::supported().into_iter().filter(|&k| k != Kernel::Portable) {
+            let matrices = [
+                ("4-bit (Q4_1)", QuantMatrix::from_four_bit(FourBit::Q4_1, &blocks, rows, cols, kernel), 5.0 / 8.0),
+                ("Q8_0", QuantMatrix::quantize(&weights, rows, cols, kernel), 9.0 / 8.0),
+            ];
+            for (name, w, bytes_per_weight) in &matrices {
+                for m in [1, 16] {
+                    let input = w.quantize_input(&values(cols * m, 3), m);
+                    let mut out = vec![0f32; m * rows];
+                    w.multiply(&input, &mut out, 0..rows);
+                    let started = std::time::Instant::now();
+                    for _ in 0..repeats {
+                        w.multiply(&input, &mut out, 0..rows);
+                    }
+                    let seconds = started.elapsed().as_secs_f64() / repeats as f64;
+                    let gb_per_s = (rows * cols) as f64 * bytes_per_weight / seconds / 1e9;
+                    println!("{kernel} {name}, {m} input rows: {:.2} ms, {gb_per_s:.1} GB/s", seconds * 1e3);
+                }
+            }
+        }
+    }
 }
