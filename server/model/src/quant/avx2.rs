@@ -119,12 +119,6 @@ macro_rules! float_ops {
             _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(codes.cast())))
         }
 
-        /// A part's eight lanes share one factor.
-        #[inline(always)]
-        unsafe fn eighths(factors: *const f32) -> __m256 {
-            _mm256_set1_ps(*factors)
-        }
-
         #[inline(always)]
         unsafe fn splat(value: f32) -> __m256 {
             _mm256_set1_ps(value)

@@ -30,8 +30,11 @@ pub(super) trait Engine {
     /// A part's lanes' block codes, one byte each from `codes`, as f32.
     unsafe fn codes(codes: *const u8) -> Self::Float;
     /// Lane `l` of a whole vector gets `factors[l / 8]` ([`CODED_BLOCKS`] lanes per factor);
-    /// a part's lanes start at its own factor.
-    unsafe fn eighths(factors: *const f32) -> Self::Float;
+    /// a part's lanes start at its own factor. Parts of at most eight lanes share one.
+    #[inline(always)]
+    unsafe fn eighths(factors: *const f32) -> Self::Float {
+        Self::splat(*factors)
+    }
     unsafe fn splat(value: f32) -> Self::Float;
     unsafe fn zero() -> Self::Float;
     unsafe fn mul(a: Self::Float, b: Self::Float) -> Self::Float;

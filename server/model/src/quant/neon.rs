@@ -128,12 +128,6 @@ macro_rules! common_ops {
             vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(bytes))))
         }
 
-        /// A part's four lanes share one factor.
-        #[inline(always)]
-        unsafe fn eighths(factors: *const f32) -> float32x4_t {
-            vdupq_n_f32(*factors)
-        }
-
         #[inline(always)]
         unsafe fn splat(value: f32) -> float32x4_t {
             vdupq_n_f32(value)
