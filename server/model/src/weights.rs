@@ -1,8 +1,8 @@
 //! Weights as loaded from a file, converted once into the format the forward pass runs on.
 //!
 //! Quantized projections run on the own multi-row kernels of [`crate::quant`]: by default
-//! 4-bit weights (GGUF Q4_0, Q4_1, Q4_K) exactly as stored and every other weight converted to
-//! Q8_0, so GGUF and safetensors models share one code path. Weights kept in a quantized
+//! 4-bit and 6-bit weights (GGUF Q4_0, Q4_1, Q4_K, Q6_K) exactly as stored and every other
+//! weight converted to Q8_0, so GGUF and safetensors models share one code path. Weights kept in a quantized
 //! format as stored run on candle's `QMatMul`; f32 weights use an own row-independent
 //! kernel (see [`Matmul::Dense`]). Projections that read the same input
 //! (q/k/v, gate/up) are fused into one matrix by stacking rows: each output column of a
@@ -14,7 +14,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use std::borrow::Cow;
 use std::ops::Range;
 
-use crate::quant::{FourBit, QuantMatrix};
+use crate::quant::{FourBit, QuantMatrix, Q6_K_VALUES};
 use crate::{ops, Kernel, WeightFormat};
 
 /// A 2-D weight `[out, in]` as stored in the model file.
@@ -173,13 +173,17 @@ impl Converter {
         Ok(Linear { parts, in_dim, out_dim, bias })
     }
 
-    /// 4-bit weights as stored, the rest as Q8_0: one fused matrix where every part has the
-    /// same code, else one matrix per part (as Q4_K_M files mix Q4_K with Q6_K).
+    /// 4-bit and 6-bit weights as stored, the rest as Q8_0: one fused matrix where every part
+    /// has the same code, else one matrix per part (as Q4_K_M files mix Q4_K with Q6_K).
     fn auto_parts(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Vec<Part>> {
-        if let Some((code, blocks)) = four_bit_blocks(parts, k)? {
-            return Ok(vec![self.own_part(QuantMatrix::from_four_bit(code, &blocks, n, k, self.kernel))]);
+        if let Some((code, blocks)) = kept_blocks(parts, k)? {
+            let matrix = match code {
+                Kept::FourBit(code) => QuantMatrix::from_four_bit(code, &blocks, n, k, self.kernel),
+                Kept::Q6K => QuantMatrix::from_q6_k(&blocks, n, k, self.kernel),
+            };
+            return Ok(vec![self.own_part(matrix)]);
         }
-        if parts.len() > 1 && parts.iter().any(|p| four_bit_code(p, k).is_some()) {
+        if parts.len() > 1 && parts.iter().any(|p| kept_code(p, k).is_some()) {
             return parts
                 .iter()
                 .map(|p| {
@@ -205,7 +209,7 @@ impl Converter {
     pub fn describe(&self, source: &str) -> String {
         match self.format {
             WeightFormat::Auto => {
-                format!("4-bit as stored, the rest Q8_0 (converted from {source}); {} kernel", self.kernel)
+                format!("4-bit and Q6_K as stored, the rest Q8_0 (converted from {source}); {} kernel", self.kernel)
             }
             WeightFormat::Q8_0 => format!("Q8_0 (converted from {source}; {} kernel)", self.kernel),
             WeightFormat::F32 => format!("F32 (converted from {source})"),
@@ -214,22 +218,31 @@ impl Converter {
     }
 }
 
-/// The 4-bit code the own kernels keep `part` in exactly (rows `k` values wide), if any.
-fn four_bit_code(part: &RawWeight, k: usize) -> Option<FourBit> {
-    let code = match part {
-        RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q4_1 => FourBit::Q4_1,
-        RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q4_0 => FourBit::Q4_0,
-        RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q4K => FourBit::Q4K,
-        _ => return None,
-    };
-    k.is_multiple_of(code.block_values()).then_some(code)
+/// A GGUF code the own kernels keep exactly.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    FourBit(FourBit),
+    Q6K,
 }
 
-/// The GGUF blocks of `parts` stacked by rows, if they are all of one 4-bit code that
-/// the own kernels keep exactly.
-fn four_bit_blocks(parts: &[RawWeight], k: usize) -> Result<Option<(FourBit, Vec<u8>)>> {
-    let Some(code) = parts.first().and_then(|p| four_bit_code(p, k)) else { return Ok(None) };
-    if parts.iter().any(|p| four_bit_code(p, k) != Some(code)) {
+/// The code the own kernels keep `part` in exactly (rows `k` values wide), if any.
+fn kept_code(part: &RawWeight, k: usize) -> Option<Kept> {
+    let RawWeight::Quantized(q) = part else { return None };
+    let (code, block) = match q.dtype() {
+        GgmlDType::Q4_1 => (Kept::FourBit(FourBit::Q4_1), FourBit::Q4_1.block_values()),
+        GgmlDType::Q4_0 => (Kept::FourBit(FourBit::Q4_0), FourBit::Q4_0.block_values()),
+        GgmlDType::Q4K => (Kept::FourBit(FourBit::Q4K), FourBit::Q4K.block_values()),
+        GgmlDType::Q6K => (Kept::Q6K, Q6_K_VALUES),
+        _ => return None,
+    };
+    k.is_multiple_of(block).then_some(code)
+}
+
+/// The GGUF blocks of `parts` stacked by rows, if they are all of one code that the own
+/// kernels keep exactly.
+fn kept_blocks(parts: &[RawWeight], k: usize) -> Result<Option<(Kept, Vec<u8>)>> {
+    let Some(code) = parts.first().and_then(|p| kept_code(p, k)) else { return Ok(None) };
+    if parts.iter().any(|p| kept_code(p, k) != Some(code)) {
         return Ok(None);
     }
     let mut blocks = Vec::new();

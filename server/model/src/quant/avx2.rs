@@ -9,7 +9,7 @@
 //! (0…15) need no such care: `vpmaddubsw` takes them as they are, and its 16-bit sums
 //! are added over a whole span before one `vpmaddwd`.
 
-use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4Coded, Q4Halves, Q8};
+use super::narrow::{self, ByteWeights, Code, Engine, NibbleWeights, Q4Coded, Q4Halves, Q6, Q8};
 use super::*;
 use std::arch::x86_64::*;
 
@@ -19,7 +19,8 @@ pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32
     match &w.values {
         Values::Biased { .. } => narrow::multiply::<Avx2, Q8>(w, x, out, rows),
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Avx2, Q4Halves>(w, x, out, rows),
-        Values::Nibbles { .. } => multiply_coded_avx2(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_apart_avx2::<Q4Coded>(w, x, out, rows),
+        Values::SixBit { .. } => multiply_apart_avx2::<Q6>(w, x, out, rows),
     }
 }
 
@@ -31,14 +32,15 @@ pub(super) unsafe fn multiply_vnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => {
             narrow::multiply::<AvxVnni, Q4Halves>(w, x, out, rows)
         }
-        Values::Nibbles { .. } => multiply_coded_avxvnni(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_apart_vnni::<Q4Coded>(w, x, out, rows),
+        Values::SixBit { .. } => multiply_apart_vnni::<Q6>(w, x, out, rows),
     }
 }
 
 /// [`quantize_row_portable`] with 8-lane vectors.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
-    quantize_blocks::<Avx2>(row, quants, scales)
+pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>, span_vectors: usize) {
+    quantize_blocks::<Avx2>(row, quants, scales, span_vectors)
 }
 
 /// [`super::lane_sums`]: byte pairs by `vpmaddubsw` with ones, then pairs of pairs by
@@ -120,6 +122,11 @@ macro_rules! float_ops {
         }
 
         #[inline(always)]
+        unsafe fn signed_codes(codes: *const i8) -> __m256 {
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(codes.cast())))
+        }
+
+        #[inline(always)]
         unsafe fn splat(value: f32) -> __m256 {
             _mm256_set1_ps(value)
         }
@@ -188,6 +195,23 @@ macro_rules! nibble_ops {
             let mask = _mm256_set1_epi8(0x0F);
             (_mm256_and_si256(bytes, mask), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask))
         }
+
+        #[inline(always)]
+        unsafe fn zero_sums() -> __m256i {
+            _mm256_setzero_si256()
+        }
+
+        #[inline(always)]
+        unsafe fn six_bits(packed: *const u8, high: *const u8, step: usize) -> (__m256i, __m256i) {
+            let (bits, top) = (_mm256_loadu_si256(high.cast()), _mm256_set1_epi8(0x30));
+            let (low, high) = Self::nibbles(packed);
+            let (first, second) = if step == 0 {
+                (_mm256_slli_epi16(bits, 4), bits)
+            } else {
+                (_mm256_slli_epi16(bits, 2), _mm256_srli_epi16(bits, 2))
+            };
+            (_mm256_or_si256(low, _mm256_and_si256(first, top)), _mm256_or_si256(high, _mm256_and_si256(second, top)))
+        }
     };
 }
 
@@ -235,6 +259,14 @@ impl NibbleWeights for Avx2 {
     unsafe fn dot_nibbles(partial: __m256i, weights: __m256i, x: *const i8) -> __m256i {
         _mm256_add_epi16(partial, _mm256_maddubs_epi16(weights, _mm256_loadu_si256(x.cast())))
     }
+
+    /// Two vectors' pairs of products (each at most 2 · 63 · 127) add up to at most
+    /// 32,004: exact in 16 bits.
+    #[inline(always)]
+    unsafe fn dot_six(sums: __m256i, (first, second): (__m256i, __m256i), x: *const i8) -> __m256i {
+        let pairs = Self::dot_nibbles(Self::dot_nibbles(Self::zero_partial(), first, x), second, x.add(VECTOR));
+        _mm256_add_epi32(sums, Self::flush(pairs))
+    }
 }
 
 struct AvxVnni;
@@ -257,6 +289,11 @@ impl NibbleWeights for AvxVnni {
     unsafe fn dot_nibbles(sums: __m256i, weights: __m256i, x: *const i8) -> __m256i {
         _mm256_dpbusd_avx_epi32(sums, weights, _mm256_loadu_si256(x.cast()))
     }
+
+    #[inline(always)]
+    unsafe fn dot_six(sums: __m256i, (first, second): (__m256i, __m256i), x: *const i8) -> __m256i {
+        Self::dot_nibbles(Self::dot_nibbles(sums, first, x), second, x.add(VECTOR))
+    }
 }
 
 impl ByteWeights for AvxVnni {
@@ -278,16 +315,21 @@ impl ByteWeights for AvxVnni {
     }
 }
 
-/// 4-bit weights with Q4_K's coded block values on Avx2 (see [`narrow::Q4`]).
+/// [`narrow::multiply`] of code `C` on Avx2 in a function of its own (see [`narrow::Q4`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline(never)]
-unsafe fn multiply_coded_avx2(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    narrow::multiply::<Avx2, Q4Coded>(w, x, out, rows)
+unsafe fn multiply_apart_avx2<C: Code<Avx2>>(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<Avx2, C>(w, x, out, rows)
 }
 
-/// 4-bit weights with Q4_K's coded block values on AvxVnni (see [`narrow::Q4`]).
+/// [`narrow::multiply`] of code `C` on AvxVnni in a function of its own (see [`narrow::Q4`]).
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 #[inline(never)]
-unsafe fn multiply_coded_avxvnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    narrow::multiply::<AvxVnni, Q4Coded>(w, x, out, rows)
+unsafe fn multiply_apart_vnni<C: Code<AvxVnni>>(
+    w: &QuantMatrix,
+    x: &QuantizedRows,
+    out: &mut [f32],
+    rows: Range<usize>,
+) {
+    narrow::multiply::<AvxVnni, C>(w, x, out, rows)
 }

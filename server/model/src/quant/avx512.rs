@@ -2,14 +2,14 @@
 //! run in the loop below, which keeps a whole span of weights in registers; 4-bit weights
 //! run in [`narrow`]'s loop with one part per vector.
 
-use super::narrow::{self, Engine, NibbleWeights, Q4Coded, Q4Halves};
+use super::narrow::{self, Code, Engine, NibbleWeights, Q4Coded, Q4Halves, Q6};
 use super::*;
 use std::arch::x86_64::*;
 
 /// [`quantize_row_portable`] with 16-lane vectors.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
-    quantize_blocks::<Quantizer>(row, quants, scales)
+pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>, span_vectors: usize) {
+    quantize_blocks::<Quantizer>(row, quants, scales, span_vectors)
 }
 
 struct Quantizer;
@@ -48,7 +48,8 @@ pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32
     match &w.values {
         Values::Biased { biased, scales } => multiply_bytes(w, biased, scales, x, out, rows),
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Avx512, Q4Halves>(w, x, out, rows),
-        Values::Nibbles { .. } => multiply_coded_avx512(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_apart::<Q4Coded>(w, x, out, rows),
+        Values::SixBit { .. } => multiply_apart::<Q6>(w, x, out, rows),
     }
 }
 
@@ -90,7 +91,7 @@ unsafe fn block<const R: usize, const G: usize>(w: &ByteRows, x: &QuantizedRows,
         prefetch_distance: (at.r0 == 0 && at.row0 + PREFETCH_ROWS + R <= w.rows).then_some(PREFETCH_ROWS * w.width),
     };
     let mut acc = [[_mm512_setzero_ps(); G]; R];
-    for (index, span) in spans(w.width).enumerate() {
+    for (index, span) in spans(w.width, SPAN_VECTORS).enumerate() {
         if span.vectors == SPAN_VECTORS {
             rows.span::<SPAN_VECTORS>(&mut acc, index, span.start);
         } else {
@@ -210,6 +211,16 @@ impl Engine for Avx512 {
     }
 
     #[inline(always)]
+    unsafe fn signed_codes(codes: *const i8) -> __m512 {
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(codes.cast())))
+    }
+
+    #[inline(always)]
+    unsafe fn octet(values: *const f32, _part: usize) -> __m512 {
+        _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(values.cast())))
+    }
+
+    #[inline(always)]
     unsafe fn eighths(factors: *const f32) -> __m512 {
         let low = _mm256_castps_pd(_mm256_set1_ps(*factors));
         let high = _mm256_castps_pd(_mm256_set1_ps(*factors.add(1)));
@@ -291,11 +302,37 @@ impl NibbleWeights for Avx512 {
     unsafe fn dot_nibbles(sums: __m512i, weights: __m512i, x: *const i8) -> __m512i {
         _mm512_dpbusd_epi32(sums, weights, _mm512_loadu_si512(x.cast()))
     }
+
+    #[inline(always)]
+    unsafe fn zero_sums() -> __m512i {
+        _mm512_setzero_si512()
+    }
+
+    #[inline(always)]
+    unsafe fn six_bits(packed: *const u8, high: *const u8, step: usize) -> (__m512i, __m512i) {
+        let (low, high_bits) = (_mm512_loadu_si512(packed.cast()), _mm512_loadu_si512(high.cast()));
+        let (nibble, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
+        let (first, second) = if step == 0 {
+            (_mm512_slli_epi16(high_bits, 4), high_bits)
+        } else {
+            (_mm512_slli_epi16(high_bits, 2), _mm512_srli_epi16(high_bits, 2))
+        };
+        (
+            _mm512_or_si512(_mm512_and_si512(low, nibble), _mm512_and_si512(first, top)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low, 4), nibble), _mm512_and_si512(second, top)),
+        )
+    }
+
+    #[inline(always)]
+    unsafe fn dot_six(sums: __m512i, (first, second): (__m512i, __m512i), x: *const i8) -> __m512i {
+        let sums = _mm512_dpbusd_epi32(sums, first, _mm512_loadu_si512(x.cast()));
+        _mm512_dpbusd_epi32(sums, second, _mm512_loadu_si512(x.add(VECTOR).cast()))
+    }
 }
 
-/// 4-bit weights with Q4_K's coded block values on Avx512 (see [`narrow::Q4`]).
+/// [`narrow::multiply`] of code `C` on Avx512 in a function of its own (see [`narrow::Q4`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline(never)]
-unsafe fn multiply_coded_avx512(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    narrow::multiply::<Avx512, Q4Coded>(w, x, out, rows)
+unsafe fn multiply_apart<C: Code<Avx512>>(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<Avx512, C>(w, x, out, rows)
 }

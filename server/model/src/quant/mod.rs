@@ -1,16 +1,17 @@
 //! Quantized matrix multiplication whose cost grows slowly with the number of input rows.
 //!
-//! Weights come in one of two codes, each with one scale per block of 32 values: Q8_0
-//! (8-bit values) or 4-bit values 0…15 with one min per block (`w = scale · q + min`),
-//! kept exactly as GGUF's Q4_0, Q4_1 and Q4_K store them ([`FourBit`]). Input rows are quantized to Q8_0 at run
-//! time. A tile of weight rows is multiplied with every input row while it sits in L1, so
+//! Weights come in one of three codes: Q8_0 (8-bit values, one scale per block of 32), 4-bit
+//! values 0…15 with one scale and one min per block of 32 (`w = scale · q + min`), kept
+//! exactly as GGUF's Q4_0, Q4_1 and Q4_K store them ([`FourBit`]), or 6-bit values 0…63 with
+//! one scale per 16, kept exactly as GGUF's Q6_K stores them ([`QuantMatrix::from_q6_k`]).
+//! Input rows are quantized to Q8_0 at run time. A tile of weight rows is multiplied with every input row while it sits in L1, so
 //! a tree pass over k nodes streams the weights from memory once instead of k times, and
 //! the integer products are summed over whole spans before one conversion to float. On a
 //! CPU this is what makes verifying a draft tree cost little more than decoding one token;
 //! 4-bit weights halve the bytes a one-token pass streams.
 //!
 //! Layout: a row is cut into [`Span`]s of 512 values (a 64-value tail where the width is
-//! not a multiple of 256). Within a span the values are reordered so that 32-bit lane `j`
+//! not a multiple of 256; 6-bit rows: spans of 256, a Q6_K super-block each). Within a span the values are reordered so that 32-bit lane `j`
 //! of every 64-byte vector holds four values of block `j % blocks`: the lane then sums
 //! integer products of one block across the whole span, and a vector of the span's block
 //! scales broadcast (`[s0 … s7, s0 … s7]`) matches the lanes. 4-bit values are packed two
@@ -54,6 +55,10 @@ const VECTOR: usize = 64;
 const LANES: usize = VECTOR / 4;
 /// Vectors per full span.
 const SPAN_VECTORS: usize = 8;
+/// Vectors per span of 6-bit weights (one Q6_K super-block).
+const SIX_BIT_SPAN_VECTORS: usize = 4;
+/// Bytes of a 6-bit span: two packed pairs of nibble vectors, then one vector of high bits.
+const SIX_BIT_SPAN_BYTES: usize = 3 * VECTOR;
 
 /// Weights `[rows, width]` in the kernel's layout (`width` padded to a multiple of 64).
 pub struct QuantMatrix {
@@ -72,6 +77,43 @@ enum Values {
     /// 4-bit values 0…15 packed two to a byte ([`Span::packed`]); per block a scale and a
     /// min (`w = scale · q + min`).
     Nibbles { packed: Vec<u8>, scales: BlockValues, mins: BlockValues },
+    /// Q6_K: 6-bit values 0…63, per span of 256 their low nibbles as in `Nibbles` (128 bytes)
+    /// and then their high two bits ([`Span::high`], 64 bytes); `w = d · sc · (q − 32)`.
+    SixBit { packed: Vec<u8>, scales: SubBlockScales },
+}
+
+/// Q6_K's scales, per lane of a 6-bit span (each lane holds one sub-block of 16 values): the
+/// span's `d` and `−32 · d`, and per lane the sub-block's 8-bit scale `sc`. The lane's weight
+/// scale is `d · sc` and its min `−32 · d · sc`, both exact in f32 (11 × 8 significant bits).
+struct SubBlockScales {
+    factors: Vec<f32>,
+    min_factors: Vec<f32>,
+    codes: Vec<i8>,
+}
+
+/// What input rows carry beside their values, and how their spans are cut: as the weights
+/// they meet are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InputForm {
+    /// For Q8_0 weights: bias corrections.
+    Bytes,
+    /// For 4-bit weights: min terms.
+    FourBit,
+    /// For 6-bit weights: min terms, spans of [`SIX_BIT_SPAN_VECTORS`].
+    SixBit,
+}
+
+impl InputForm {
+    fn span_vectors(self) -> usize {
+        match self {
+            InputForm::SixBit => SIX_BIT_SPAN_VECTORS,
+            InputForm::Bytes | InputForm::FourBit => SPAN_VECTORS,
+        }
+    }
+
+    fn min_terms(self) -> bool {
+        self != InputForm::Bytes
+    }
 }
 
 /// The scales or mins of 4-bit blocks, row-major, in the form the file stores them: f16
@@ -210,6 +252,28 @@ impl FourBit {
     }
 }
 
+/// Bytes per Q6_K super-block: 128 bytes of low nibbles, 64 of high bits, 16 8-bit scales, f16 `d`.
+pub const Q6_K_BLOCK_BYTES: usize = 210;
+/// Values per Q6_K super-block.
+pub const Q6_K_VALUES: usize = 256;
+
+/// A Q6_K super-block as GGUF defines it: `d`, the 8-bit scales of its 16 sub-blocks of 16
+/// values, and its 256 values 0…63; value `i` is `d · scales[i / 16] · (values[i] − 32)`.
+/// (Within each half of 128 values, value `32g + l` takes its low nibble from byte
+/// `l + 32 (g mod 2)` of the half's 64 nibble bytes, low for `g < 2`, and its high bits
+/// from bits `2g…2g + 1` of byte `l` of the half's 32 high-bit bytes.)
+fn decode_q6_k(block: &[u8]) -> (f32, [i8; 16], [u8; Q6_K_VALUES]) {
+    let (low, high, scales) = (&block[..128], &block[128..192], &block[192..208]);
+    let d = half::f16::from_le_bytes([block[208], block[209]]).to_f32();
+    let values = std::array::from_fn(|i| {
+        let (half, g, l) = (i / 128, (i % 128) / 32, i % 32);
+        let nibbles = low[64 * half + l + 32 * (g % 2)];
+        let nibble = if g < 2 { nibbles & 0x0F } else { nibbles >> 4 };
+        nibble | ((high[32 * half + l] >> (2 * g)) & 3) << 4
+    });
+    (d, std::array::from_fn(|s| scales[s] as i8), values)
+}
+
 /// Input rows quantized for [`QuantMatrix::multiply`].
 pub struct QuantizedRows {
     rows: usize,
@@ -220,10 +284,10 @@ pub struct QuantizedRows {
     /// Per row, span and lane, for Q8_0 weights: −128 × the sum of the values the lane
     /// meets in the span.
     bias_corrections: Vec<i32>,
-    /// Whether quantized for 4-bit weights (with `min_terms`) or for Q8_0 (with `bias_corrections`).
-    four_bit: bool,
-    /// Per row, span and lane, for Q4_1 weights: the sum of the values the lane meets in
-    /// the span times their block's scale (what the weights' block min multiplies).
+    /// The weights these rows were quantized for.
+    form: InputForm,
+    /// Per row, span and lane, for 4-bit and 6-bit weights: the sum of the values the lane
+    /// meets in the span times their block's scale (what the weights' block min multiplies).
     min_terms: Vec<f32>,
 }
 
@@ -259,15 +323,25 @@ impl Span {
             ((vector / 2) * VECTOR + byte, 4 * (vector % 2) as u32)
         }
     }
+
+    /// Where the high two bits of the 6-bit value at reordered position `at` of a 6-bit span
+    /// sit in the span's vector of high bits: the byte and the shift. Byte `i` holds those of
+    /// byte `i` of vectors 0, 2, 1, 3 from its low bits up, so that one shift and one mask
+    /// move each vector's bits to 4…5, beside its nibble.
+    fn high(self, at: usize) -> (usize, u32) {
+        const SHIFTS: [u32; SIX_BIT_SPAN_VECTORS] = [0, 4, 2, 6];
+        (at % VECTOR, SHIFTS[at / VECTOR])
+    }
 }
 
-/// The spans of a row `width` values wide, in order.
-fn spans(width: usize) -> impl Iterator<Item = Span> {
-    let full = width / (SPAN_VECTORS * VECTOR);
-    let tail = (width % (SPAN_VECTORS * VECTOR)) / VECTOR;
+/// The spans of a row `width` values wide, in order: full spans of `vectors`, then
+/// one-vector spans.
+fn spans(width: usize, vectors: usize) -> impl Iterator<Item = Span> {
+    let full = width / (vectors * VECTOR);
+    let tail = (width % (vectors * VECTOR)) / VECTOR;
     (0..full)
-        .map(|s| Span { start: s * SPAN_VECTORS * VECTOR, vectors: SPAN_VECTORS })
-        .chain((0..tail).map(move |t| Span { start: full * SPAN_VECTORS * VECTOR + t * VECTOR, vectors: 1 }))
+        .map(move |s| Span { start: s * vectors * VECTOR, vectors })
+        .chain((0..tail).map(move |t| Span { start: full * vectors * VECTOR + t * VECTOR, vectors: 1 }))
 }
 
 impl QuantMatrix {
@@ -281,7 +355,7 @@ impl QuantMatrix {
         let mut scales = Vec::with_capacity(rows * width / BLOCK);
         let mut quants = vec![0i8; width];
         for row in weights.chunks_exact(cols) {
-            quantize_row(row, &mut quants, &mut scales, kernel);
+            quantize_row(row, &mut quants, &mut scales, SPAN_VECTORS, kernel);
             biased.extend(quants.iter().map(|&q| (q as i16 + 128) as u8));
         }
         QuantMatrix { rows, cols, width, kernel, values: Values::Biased { biased, scales } }
@@ -301,7 +375,7 @@ impl QuantMatrix {
         for (row, stored) in blocks.chunks_exact(row_bytes).enumerate() {
             let decoded: Vec<Decoded> = stored.chunks_exact(code.block_bytes()).flat_map(|b| code.decode(b)).collect();
             let packed_row = &mut packed[row * width / 2..][..width / 2];
-            for span in spans(width) {
+            for span in spans(width, SPAN_VECTORS) {
                 for b in 0..span.blocks() {
                     let index = (row * width + span.start) / BLOCK + b;
                     let Some(&(scale, min, values)) = decoded.get(span.start / BLOCK + b) else {
@@ -319,9 +393,49 @@ impl QuantMatrix {
         QuantMatrix { rows, cols, width, kernel, values: Values::Nibbles { packed, scales, mins } }
     }
 
-    #[cfg(test)]
-    fn values_are_four_bit(&self) -> bool {
-        matches!(self.values, Values::Nibbles { .. })
+    /// Keeps Q6_K weights `[rows, cols]` given as GGUF super-blocks (`cols` a multiple of
+    /// 256) exactly, to be multiplied on `kernel` (which the CPU must support).
+    pub fn from_q6_k(blocks: &[u8], rows: usize, cols: usize, kernel: Kernel) -> QuantMatrix {
+        assert!(kernel.is_supported(), "this CPU cannot run the {kernel} kernel");
+        assert_eq!(cols % Q6_K_VALUES, 0, "Q6_K rows are whole super-blocks");
+        assert_eq!(blocks.len(), rows * cols / Q6_K_VALUES * Q6_K_BLOCK_BYTES, "blocks must cover rows × cols");
+        let spans = rows * cols / Q6_K_VALUES;
+        let mut packed = vec![0u8; spans * SIX_BIT_SPAN_BYTES];
+        let mut scales = SubBlockScales {
+            factors: Vec::with_capacity(spans),
+            min_factors: Vec::with_capacity(spans),
+            codes: Vec::with_capacity(spans * LANES),
+        };
+        let span = Span { start: 0, vectors: SIX_BIT_SPAN_VECTORS };
+        for (block, bytes) in blocks.chunks_exact(Q6_K_BLOCK_BYTES).zip(packed.chunks_exact_mut(SIX_BIT_SPAN_BYTES)) {
+            let (d, sub_scales, values) = decode_q6_k(block);
+            scales.factors.push(d);
+            scales.min_factors.push(-32.0 * d);
+            // Lane `l` holds sub-block `2 (l mod 8) + l / 8` (see [`Span::position`]).
+            scales.codes.extend((0..LANES).map(|lane| sub_scales[2 * (lane % 8) + lane / 8]));
+            for (i, &q) in values.iter().enumerate() {
+                let at = span.position(i / BLOCK, i % BLOCK);
+                let (byte, shift) = span.packed(at);
+                bytes[byte] |= (q & 0x0F) << shift;
+                let (byte, shift) = span.high(at);
+                bytes[2 * VECTOR + byte] |= (q >> 4) << shift;
+            }
+        }
+        QuantMatrix { rows, cols, width: cols, kernel, values: Values::SixBit { packed, scales } }
+    }
+
+    /// What input rows need to meet these weights.
+    fn input_form(&self) -> InputForm {
+        match self.values {
+            Values::Biased { .. } => InputForm::Bytes,
+            Values::Nibbles { .. } => InputForm::FourBit,
+            Values::SixBit { .. } => InputForm::SixBit,
+        }
+    }
+
+    /// The spans of a row of these weights.
+    fn spans(&self) -> impl Iterator<Item = Span> {
+        spans(self.width, self.input_form().span_vectors())
     }
 
     /// `(rows, cols)` of the weights.
@@ -331,14 +445,13 @@ impl QuantMatrix {
 
     /// Quantizes `m` input rows of `cols` values for [`Self::multiply`].
     pub fn quantize_input(&self, x: &[f32], m: usize) -> QuantizedRows {
-        QuantizedRows::new(x, m, self.cols, self.width, self.kernel, matches!(self.values, Values::Nibbles { .. }))
+        QuantizedRows::new(x, m, self.cols, self.width, self.kernel, self.input_form())
     }
 
     /// Products of the weight rows `rows` with every input row, column-major:
     /// `out[(j - rows.start) * m + r] = W[j] · x[r]`. Disjoint row ranges can run in parallel.
     pub fn multiply(&self, input: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-        let four_bit = matches!(self.values, Values::Nibbles { .. });
-        assert!(input.width == self.width && input.four_bit == four_bit, "input quantized for another matrix");
+        assert!(input.width == self.width && input.form == self.input_form(), "input quantized for another matrix");
         assert!(rows.end <= self.rows && out.len() == rows.len() * input.rows, "output range out of bounds");
         // SAFETY (every arm): `quantize` checked that the CPU runs `self.kernel`, and the
         // asserts above keep every access in bounds.
@@ -359,34 +472,40 @@ impl QuantMatrix {
 }
 
 impl QuantizedRows {
-    fn new(x: &[f32], m: usize, cols: usize, width: usize, kernel: Kernel, four_bit: bool) -> QuantizedRows {
+    fn new(x: &[f32], m: usize, cols: usize, width: usize, kernel: Kernel, form: InputForm) -> QuantizedRows {
         assert_eq!(x.len(), m * cols, "input must be m × cols");
-        let lanes = m * spans(width).count() * LANES;
+        let lanes = m * spans(width, form.span_vectors()).count() * LANES;
         let mut rows = QuantizedRows {
             rows: m,
             width,
             quants: vec![0; m * width],
             scales: Vec::with_capacity(m * width / BLOCK),
-            bias_corrections: Vec::with_capacity(if four_bit { 0 } else { lanes }),
-            four_bit,
-            min_terms: Vec::with_capacity(if four_bit { lanes } else { 0 }),
+            bias_corrections: Vec::with_capacity(if form.min_terms() { 0 } else { lanes }),
+            form,
+            min_terms: Vec::with_capacity(if form.min_terms() { lanes } else { 0 }),
         };
-        rows.fill(x, cols, kernel, four_bit);
+        rows.fill(x, cols, kernel);
         rows
+    }
+
+    /// The spans of a row, cut as the weights' rows are.
+    fn spans(&self) -> impl Iterator<Item = Span> {
+        spans(self.width, self.form.span_vectors())
     }
 
     /// Index in `bias_corrections` or `min_terms` where input row `r`'s spans start.
     fn lanes_start(&self, r: usize) -> usize {
-        r * spans(self.width).count() * LANES
+        r * self.spans().count() * LANES
     }
 
-    fn fill(&mut self, x: &[f32], cols: usize, kernel: Kernel, four_bit: bool) {
+    fn fill(&mut self, x: &[f32], cols: usize, kernel: Kernel) {
+        let span_vectors = self.form.span_vectors();
         for (row, quants) in x.chunks_exact(cols).zip(self.quants.chunks_exact_mut(self.width)) {
             let first_scale = self.scales.len();
-            quantize_row(row, quants, &mut self.scales, kernel);
-            for span in spans(self.width) {
+            quantize_row(row, quants, &mut self.scales, span_vectors, kernel);
+            for span in spans(self.width, span_vectors) {
                 let sums = lane_sums(&quants[span.start..][..span.vectors * VECTOR], kernel);
-                if four_bit {
+                if self.form.min_terms() {
                     let scales = &self.scales[first_scale + span.start / BLOCK..][..span.blocks()];
                     self.min_terms.extend((0..LANES).map(|lane| sums[lane] as f32 * scales[lane % span.blocks()]));
                 } else {
@@ -463,20 +582,20 @@ fn lane_sums_portable(bytes: &[i8]) -> [i32; LANES] {
 /// per block (`scale = max|v| / 127`, `q = round(v / scale)`), and writes the values in
 /// the spans' order (see [`Span::position`]).
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>, kernel: Kernel) {
+fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>, span_vectors: usize, kernel: Kernel) {
     // SAFETY (both arms): the CPU has the features the functions are compiled for.
     #[cfg(target_arch = "x86_64")]
     match kernel {
-        Kernel::Avx512Vnni => return unsafe { avx512::quantize_row(row, quants, scales) },
-        Kernel::AvxVnni | Kernel::Avx2 => return unsafe { avx2::quantize_row(row, quants, scales) },
+        Kernel::Avx512Vnni => return unsafe { avx512::quantize_row(row, quants, scales, span_vectors) },
+        Kernel::AvxVnni | Kernel::Avx2 => return unsafe { avx2::quantize_row(row, quants, scales, span_vectors) },
         _ => {}
     }
-    quantize_row_portable(row, quants, scales);
+    quantize_row_portable(row, quants, scales, span_vectors);
 }
 
-fn quantize_row_portable(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
+fn quantize_row_portable(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>, span_vectors: usize) {
     // SAFETY: the portable block code needs no CPU feature.
-    unsafe { quantize_blocks::<Portable>(row, quants, scales) }
+    unsafe { quantize_blocks::<Portable>(row, quants, scales, span_vectors) }
 }
 
 /// Quantizes one block of 32 values: returns `scale = max|v| / 127` and writes
@@ -504,10 +623,15 @@ impl BlockQuantizer for Portable {
 /// The blocks of `row` (zero-padded) through `Q`, in the spans' order. The caller runs it
 /// with `Q`'s target features.
 #[inline(always)]
-unsafe fn quantize_blocks<Q: BlockQuantizer>(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>) {
+unsafe fn quantize_blocks<Q: BlockQuantizer>(
+    row: &[f32],
+    quants: &mut [i8],
+    scales: &mut Vec<f32>,
+    span_vectors: usize,
+) {
     let mut block = [0f32; BLOCK];
     let mut q = [0i8; BLOCK];
-    for span in spans(quants.len()) {
+    for span in spans(quants.len(), span_vectors) {
         let out = &mut quants[span.start..][..span.vectors * VECTOR];
         for b in 0..span.blocks() {
             let start = span.start + b * BLOCK;
@@ -588,11 +712,11 @@ mod tests {
             for (rows, cols, m) in shapes {
                 for w in both_codes(rows, cols, 3, kernel) {
                     let x = values(m * cols, 11);
-                    let code = if w.values_are_four_bit() { "4-bit" } else { "Q8_0" };
+                    let code = w.input_form();
                     assert_eq!(
                         product(&w, &x, m),
                         reference_product(&w, &x, m),
-                        "{kernel}, {code}: {rows}×{cols}, m = {m}"
+                        "{kernel}, {code:?}: {rows}×{cols}, m = {m}"
                     );
                 }
             }
@@ -627,10 +751,10 @@ mod tests {
                 let width = cols.next_multiple_of(VECTOR);
                 let (mut plain, mut fast) = (vec![0i8; width], vec![0i8; width]);
                 let (mut plain_scales, mut fast_scales) = (Vec::new(), Vec::new());
-                quantize_row_portable(&row, &mut plain, &mut plain_scales);
-                quantize_row(&row, &mut fast, &mut fast_scales, kernel);
+                quantize_row_portable(&row, &mut plain, &mut plain_scales, SPAN_VECTORS);
+                quantize_row(&row, &mut fast, &mut fast_scales, SPAN_VECTORS, kernel);
                 assert_eq!((&plain, &plain_scales), (&fast, &fast_scales), "{kernel}: {cols} columns");
-                for span in spans(width) {
+                for span in spans(width, SPAN_VECTORS) {
                     let bytes = &plain[span.start..][..span.vectors * VECTOR];
                     let expected = lane_sums_portable(bytes);
                     assert_eq!(lane_sums(bytes, kernel), expected, "{kernel}: {cols} columns, span {}", span.start);
@@ -732,6 +856,24 @@ mod tests {
         copilotd_test_support::ggml::encode(candle_core::quantized::GgmlDType::Q4K, &values(rows * cols, seed))
     }
 
+    /// [`q4_k`] in Q6_K.
+    fn q6_k(rows: usize, cols: usize, seed: u32) -> (Vec<u8>, Vec<f32>) {
+        copilotd_test_support::ggml::encode(candle_core::quantized::GgmlDType::Q6K, &values(rows * cols, seed))
+    }
+
+    #[test]
+    fn q6_k_blocks_decode_to_what_ggml_decodes() {
+        let (blocks, decoded) = q6_k(3, 512, 67);
+        let ours: Vec<f32> = blocks
+            .chunks_exact(Q6_K_BLOCK_BYTES)
+            .map(decode_q6_k)
+            .flat_map(|(d, scales, values)| {
+                (0..Q6_K_VALUES).map(move |i| d * scales[i / 16] as f32 * (values[i] as i32 - 32) as f32)
+            })
+            .collect();
+        assert_eq!(ours, decoded);
+    }
+
     #[test]
     fn q4_k_blocks_decode_to_what_ggml_decodes() {
         let (blocks, decoded) = q4_k(3, 512, 53);
@@ -744,15 +886,21 @@ mod tests {
     }
 
     #[test]
-    fn q4_k_weights_run_exactly_on_every_kernel() {
-        for (rows, cols, m) in [(5, 256, 3), (9, 1536, 6), (4, 768, 17)] {
-            let (blocks, decoded) = q4_k(rows, cols, 59);
+    fn k_quant_weights_run_exactly_on_every_kernel() {
+        let shapes = [(5, 256, 3), (9, 1536, 6), (4, 768, 17), (3, 8960, 2)];
+        for (six_bit, (rows, cols, m)) in [false, true].into_iter().flat_map(|six| shapes.map(|shape| (six, shape))) {
+            let name = if six_bit { "Q6_K" } else { "Q4_K" };
+            let (blocks, decoded) = if six_bit { q6_k(rows, cols, 59) } else { q4_k(rows, cols, 59) };
             let x = values(m * cols, 61);
             let mut first: Option<Vec<f32>> = None;
             for kernel in Kernel::supported() {
-                let w = QuantMatrix::from_four_bit(FourBit::Q4K, &blocks, rows, cols, kernel);
+                let w = if six_bit {
+                    QuantMatrix::from_q6_k(&blocks, rows, cols, kernel)
+                } else {
+                    QuantMatrix::from_four_bit(FourBit::Q4K, &blocks, rows, cols, kernel)
+                };
                 let got = product(&w, &x, m);
-                assert_eq!(got, reference_product(&w, &x, m), "{kernel}: {rows}×{cols}, m = {m}");
+                assert_eq!(got, reference_product(&w, &x, m), "{kernel}, {name}: {rows}×{cols}, m = {m}");
                 assert_eq!(&got, first.get_or_insert_with(|| got.clone()), "{kernel} against the first kernel");
                 for (j, r) in (0..rows).flat_map(|j| (0..m).map(move |r| (j, r))) {
                     let (w, x) = (&decoded[j * cols..][..cols], &x[r * cols..][..cols]);
@@ -768,7 +916,7 @@ mod tests {
                     let err = (got[j * m + r] - exact).abs();
                     assert!(
                         err <= 1.01 * bound + 1e-3,
-                        "row {j}, input {r}: {} vs {exact} (bound {bound})",
+                        "{name} row {j}, input {r}: {} vs {exact} (bound {bound})",
                         got[j * m + r]
                     );
                 }
@@ -784,19 +932,23 @@ mod tests {
 
     /// How fast each vector kernel streams weights on one core (measured, never asserted):
     /// `cargo test -p copilotd-model --release --lib streaming_speed -- --ignored --nocapture`.
-    /// A 35,840 × 1,536 matrix (55 MB as 4-bit, 62 MB as Q8_0: larger than the caches) times
-    /// 1 and 16 input rows; for one row the figure to compare is the machine's memory
-    /// bandwidth on one core.
+    /// A 71,680 × 1,536 matrix (110 M weights: 69 MB as Q4_1, 65 MB as Q4_K, 89 MB as Q6_K,
+    /// 124 MB as Q8_0; twice the largest L3 cache of our machines) times 1 and 16 input rows;
+    /// for one row the figure to compare is the machine's memory bandwidth on one core.
     #[test]
     #[ignore]
     fn streaming_speed() {
-        let (rows, cols, repeats) = (35_840, 1_536, 20);
+        let (rows, cols, repeats) = (71_680, 1_536, 10);
         let blocks = q4_1_blocks(rows, cols, 7);
+        let (k_blocks, _) = q4_k(rows, cols, 7);
+        let (six_blocks, _) = q6_k(rows, cols, 7);
         let weights = values(rows * cols, 7);
         // The portable kernel is the correctness fallback, not measured here.
         for kernel in Kernel::supported().into_iter().filter(|&k| k != Kernel::Portable) {
             let matrices = [
                 ("4-bit (Q4_1)", QuantMatrix::from_four_bit(FourBit::Q4_1, &blocks, rows, cols, kernel), 5.0 / 8.0),
+                ("4-bit (Q4_K)", QuantMatrix::from_four_bit(FourBit::Q4K, &k_blocks, rows, cols, kernel), 0.59375),
+                ("6-bit (Q6_K)", QuantMatrix::from_q6_k(&six_blocks, rows, cols, kernel), 0.8125),
                 ("Q8_0", QuantMatrix::quantize(&weights, rows, cols, kernel), 9.0 / 8.0),
             ];
             for (name, w, bytes_per_weight) in &matrices {

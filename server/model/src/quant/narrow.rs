@@ -27,8 +27,15 @@ pub(super) trait Engine {
     unsafe fn load_halves(values: *const u16) -> Self::Float;
     /// [`Engine::pair`] from f16 values (bits).
     unsafe fn pair_halves(pair: *const u16) -> Self::Float;
+    /// `[v0 … v7, v0 … v7]` from `values`, the part's lanes of it.
+    #[inline(always)]
+    unsafe fn octet(values: *const f32, part: usize) -> Self::Float {
+        Self::load(values.add(part * (LANES / Self::PARTS) % 8))
+    }
     /// A part's lanes' block codes, one byte each from `codes`, as f32.
     unsafe fn codes(codes: *const u8) -> Self::Float;
+    /// [`Engine::codes`] of signed bytes.
+    unsafe fn signed_codes(codes: *const i8) -> Self::Float;
     /// Lane `l` of a whole vector gets `factors[l / 8]` ([`CODED_BLOCKS`] lanes per factor);
     /// a part's lanes start at its own factor. Parts of at most eight lanes share one.
     #[inline(always)]
@@ -87,6 +94,15 @@ pub(super) trait NibbleWeights: Engine {
     /// Adds the products of the weights with the input bytes at `x`, four to each lane.
     unsafe fn dot_nibbles(partial: Self::Partial, weights: Self::Nibbles, x: *const i8) -> Self::Partial;
 
+    unsafe fn zero_sums() -> Self::Int;
+    /// The 6-bit values (0…63) of a part of two vectors: low nibbles from the packed pair at
+    /// `packed`, high bits from the vector of high bits at `high` (see [`Span::high`]); the
+    /// first two vectors of a 6-bit span at `step` 0, the last two at 1.
+    unsafe fn six_bits(packed: *const u8, high: *const u8, step: usize) -> (Self::Nibbles, Self::Nibbles);
+    /// Adds the products of two vectors of 6-bit weights with the input bytes at `x` (and
+    /// the vector after it) to each lane's 32-bit sum.
+    unsafe fn dot_six(sums: Self::Int, weights: (Self::Nibbles, Self::Nibbles), x: *const i8) -> Self::Int;
+
     /// Part `part` of a one-vector span packed at `packed` (its 32 bytes hold values
     /// `0…31` low and `32…63` high).
     #[inline(always)]
@@ -110,6 +126,9 @@ pub(super) trait Stored {
     unsafe fn lanes<E: Engine>(row: Self::Row, first: usize) -> E::Float;
     /// `[v(first), v(first + 1), …]` repeated for a one-vector span.
     unsafe fn pair<E: Engine>(row: Self::Row, first: usize) -> E::Float;
+    /// The values of a part's lanes in a span of four vectors (6-bit weights), whose first
+    /// block is `first`.
+    unsafe fn four_vectors<E: Engine>(row: Self::Row, first: usize, part: usize) -> E::Float;
 }
 
 /// f32 values (Q8_0's scales).
@@ -124,6 +143,12 @@ impl Stored for f32 {
     #[inline(always)]
     unsafe fn pair<E: Engine>(row: *const f32, first: usize) -> E::Float {
         E::pair(row.add(first))
+    }
+
+    /// Lane `l` holds block `first + l mod 8` (the input's scales).
+    #[inline(always)]
+    unsafe fn four_vectors<E: Engine>(row: *const f32, first: usize, part: usize) -> E::Float {
+        E::octet(row.add(first), part)
     }
 }
 
@@ -145,6 +170,10 @@ impl Stored for u16 {
     #[inline(always)]
     unsafe fn pair<E: Engine>(row: *const u16, first: usize) -> E::Float {
         E::pair_halves(row.add(first))
+    }
+
+    unsafe fn four_vectors<E: Engine>(_: *const u16, _: usize, _: usize) -> E::Float {
+        unreachable!("4-bit weights have no spans of four vectors")
     }
 }
 
@@ -173,6 +202,34 @@ impl Stored for Coded {
         // A one-vector span's two blocks lie in one super-block.
         let pair = [*codes.add(first) as f32, *codes.add(first + 1) as f32];
         E::mul(E::pair(pair.as_ptr()), E::splat(*factors.add(first / CODED_BLOCKS)))
+    }
+
+    unsafe fn four_vectors<E: Engine>(_: Self::Row, _: usize, _: usize) -> E::Float {
+        unreachable!("4-bit weights have no spans of four vectors")
+    }
+}
+
+/// Q6_K's scales or mins ([`SubBlockScales`]): per span a factor, per lane a signed code.
+#[derive(Clone, Copy)]
+pub(super) struct SubBlock;
+
+impl Stored for SubBlock {
+    /// The row's first span factor and first lane code.
+    type Row = (*const f32, *const i8);
+
+    unsafe fn lanes<E: Engine>(_: Self::Row, _: usize) -> E::Float {
+        unreachable!("6-bit weights have spans of four vectors only")
+    }
+
+    unsafe fn pair<E: Engine>(_: Self::Row, _: usize) -> E::Float {
+        unreachable!("6-bit weights have spans of four vectors only")
+    }
+
+    #[inline(always)]
+    unsafe fn four_vectors<E: Engine>((factors, codes): Self::Row, first: usize, part: usize) -> E::Float {
+        let span = first / (SIX_BIT_SPAN_VECTORS * VECTOR / BLOCK);
+        let codes = E::signed_codes(codes.add(span * LANES + part * (LANES / E::PARTS)));
+        E::mul(codes, E::splat(*factors.add(span)))
     }
 }
 
@@ -204,6 +261,11 @@ pub(super) trait Code<E: Engine> {
     fn scales(w: &QuantMatrix, row: usize) -> (<Self::Scale as Stored>::Row, <Self::Scale as Stored>::Row);
     /// The 64 bytes of a row's weights that load `step` of `span` reads (parts of it).
     unsafe fn line(row: *const u8, span: Span, step: usize) -> *const u8;
+    /// Asks for the lines load `step` of `span` reads.
+    #[inline(always)]
+    unsafe fn prefetch(row: *const u8, span: Span, step: usize) {
+        E::prefetch(Self::line(row, span, step));
+    }
     /// The part `part` of the weight vectors of `span` that load `step` brings
     /// (the second is the first again where a load brings one vector).
     unsafe fn load(row: *const u8, span: Span, step: usize, part: usize) -> (Self::Weights, Self::Weights);
@@ -344,6 +406,74 @@ impl<E: NibbleWeights, S: FourBitStored> Code<E> for Q4<S> {
     }
 }
 
+/// Q6_K weights: spans of four vectors, loaded two vectors at a time.
+pub(super) struct Q6;
+
+impl Q6 {
+    /// Where the bytes of `span` start in a row.
+    #[inline(always)]
+    unsafe fn span_bytes(row: *const u8, span: Span) -> *const u8 {
+        row.add(span.start / (SIX_BIT_SPAN_VECTORS * VECTOR) * SIX_BIT_SPAN_BYTES)
+    }
+}
+
+impl<E: NibbleWeights> Code<E> for Q6 {
+    type Weights = E::Nibbles;
+    type Sums = E::Int;
+    type Scale = SubBlock;
+    const STEP: usize = 2;
+    const ONE_ROW_FOR_FOUR: bool = false;
+    const MINS: bool = true;
+
+    fn row(w: &QuantMatrix, row: usize) -> *const u8 {
+        let Values::SixBit { packed, .. } = &w.values else { unreachable!("6-bit code on other weights") };
+        packed[row * w.width / (SIX_BIT_SPAN_VECTORS * VECTOR) * SIX_BIT_SPAN_BYTES..].as_ptr()
+    }
+
+    fn scales(w: &QuantMatrix, row: usize) -> ((*const f32, *const i8), (*const f32, *const i8)) {
+        let Values::SixBit { scales, .. } = &w.values else { unreachable!("6-bit code on other weights") };
+        let first = row * w.width / (SIX_BIT_SPAN_VECTORS * VECTOR);
+        let codes = scales.codes[first * LANES..].as_ptr();
+        ((scales.factors[first..].as_ptr(), codes), (scales.min_factors[first..].as_ptr(), codes))
+    }
+
+    /// Step `step`'s pair of nibble vectors.
+    #[inline(always)]
+    unsafe fn line(row: *const u8, span: Span, step: usize) -> *const u8 {
+        Self::span_bytes(row, span).add(step * VECTOR)
+    }
+
+    /// The high bits' line too, with the first step.
+    #[inline(always)]
+    unsafe fn prefetch(row: *const u8, span: Span, step: usize) {
+        E::prefetch(<Self as Code<E>>::line(row, span, step));
+        if step == 0 {
+            E::prefetch(Self::span_bytes(row, span).add(2 * VECTOR));
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn load(row: *const u8, span: Span, step: usize, part: usize) -> (E::Nibbles, E::Nibbles) {
+        let (bytes, offset) = (Self::span_bytes(row, span), part * (VECTOR / E::PARTS));
+        E::six_bits(bytes.add(step * VECTOR + offset), bytes.add(2 * VECTOR + offset), step)
+    }
+
+    #[inline(always)]
+    unsafe fn start(_corrections: *const i32) -> E::Int {
+        E::zero_sums()
+    }
+
+    #[inline(always)]
+    unsafe fn dot(sums: E::Int, weights: (E::Nibbles, E::Nibbles), x: *const i8, _vectors: usize) -> E::Int {
+        E::dot_six(sums, weights, x)
+    }
+
+    #[inline(always)]
+    unsafe fn finish(sums: E::Int) -> E::Int {
+        sums
+    }
+}
+
 /// [`QuantMatrix::multiply`] on engine `E` for weights of code `C`. The caller runs it
 /// with `E`'s target features.
 #[inline(always)]
@@ -416,7 +546,7 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
     let mut lanes = [[[0f32; LANES]; G]; R];
     for part in 0..E::PARTS {
         let mut acc = [[E::zero(); G]; R];
-        for (index, span) in spans(w.width).enumerate() {
+        for (index, span) in w.spans().enumerate() {
             // Loops over constant ranges with indices, not `array::from_fn` (its closure
             // would miss the kernel's target features) nor iterator adaptors over arrays:
             // unrolled, these keep every sum and weight in a register.
@@ -434,7 +564,7 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
                 // while the later parts compute on lines already in L1.
                 if let (true, Some(next)) = ((index + step) % E::PARTS == part, prefetched) {
                     for row in next {
-                        E::prefetch(C::line(row, span, step));
+                        C::prefetch(row, span, step);
                     }
                 }
                 let mut weights = [C::load(w_rows[0], span, step, part); R];
@@ -486,13 +616,14 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
 }
 
 /// The block values (scales or mins) of a row's `span` that match the lanes of `part`:
-/// lane `l` of a full span holds block `l`, of a one-vector span block `l % 2`.
+/// lane `l` of a full span holds block `l`, of a one-vector span block `l % 2`, of a
+/// 6-bit span block `l % 8`.
 #[inline(always)]
 unsafe fn part_scales<E: Engine, S: Stored>(row: S::Row, span: Span, part: usize) -> E::Float {
     let first = span.start / BLOCK;
-    if span.vectors == SPAN_VECTORS {
-        S::lanes::<E>(row, first + part * LANES / E::PARTS)
-    } else {
-        S::pair::<E>(row, first)
+    match span.vectors {
+        SPAN_VECTORS => S::lanes::<E>(row, first + part * LANES / E::PARTS),
+        1 => S::pair::<E>(row, first),
+        _ => S::four_vectors::<E>(row, first, part),
     }
 }

@@ -4,7 +4,7 @@
 //! pairwise additions do. Products of bytes within ±127 fit in 16 bits exactly. 4-bit
 //! weights (0…15) are signed bytes as they are, and take the same products.
 
-use super::narrow::{self, ByteWeights, Engine, NibbleWeights, Q4Coded, Q4Halves, Q8};
+use super::narrow::{self, ByteWeights, Code, Engine, NibbleWeights, Q4Coded, Q4Halves, Q6, Q8};
 use super::*;
 use std::arch::aarch64::*;
 
@@ -14,7 +14,8 @@ pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32
     match &w.values {
         Values::Biased { .. } => narrow::multiply::<Neon, Q8>(w, x, out, rows),
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Neon, Q4Halves>(w, x, out, rows),
-        Values::Nibbles { .. } => multiply_coded_neon(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_apart_neon::<Q4Coded>(w, x, out, rows),
+        Values::SixBit { .. } => multiply_apart_neon::<Q6>(w, x, out, rows),
     }
 }
 
@@ -26,7 +27,8 @@ pub(super) unsafe fn multiply_dotprod(w: &QuantMatrix, x: &QuantizedRows, out: &
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => {
             narrow::multiply::<NeonDotprod, Q4Halves>(w, x, out, rows)
         }
-        Values::Nibbles { .. } => multiply_coded_neondotprod(w, x, out, rows),
+        Values::Nibbles { .. } => multiply_apart_dotprod::<Q4Coded>(w, x, out, rows),
+        Values::SixBit { .. } => multiply_apart_dotprod::<Q6>(w, x, out, rows),
     }
 }
 
@@ -75,6 +77,31 @@ macro_rules! signed_byte_codes {
             #[inline(always)]
             unsafe fn dot_nibbles(sums: int32x4_t, weights: int8x16_t, x: *const i8) -> int32x4_t {
                 <$engine>::signed_dot(sums, weights, x)
+            }
+
+            #[inline(always)]
+            unsafe fn zero_sums() -> int32x4_t {
+                vdupq_n_s32(0)
+            }
+
+            #[inline(always)]
+            unsafe fn six_bits(packed: *const u8, high: *const u8, step: usize) -> (int8x16_t, int8x16_t) {
+                let (low, bits, top) = (vld1q_u8(packed), vld1q_u8(high), vdupq_n_u8(0x30));
+                let (first, second) = if step == 0 {
+                    (vshlq_n_u8::<4>(bits), bits)
+                } else {
+                    (vshlq_n_u8::<2>(bits), vshrq_n_u8::<2>(bits))
+                };
+                (
+                    vreinterpretq_s8_u8(vorrq_u8(vandq_u8(low, vdupq_n_u8(0x0F)), vandq_u8(first, top))),
+                    vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8::<4>(low), vandq_u8(second, top))),
+                )
+            }
+
+            /// 6-bit weights (0…63) are signed bytes as they are.
+            #[inline(always)]
+            unsafe fn dot_six(sums: int32x4_t, (first, second): (int8x16_t, int8x16_t), x: *const i8) -> int32x4_t {
+                <$engine>::signed_dot(<$engine>::signed_dot(sums, first, x), second, x.add(VECTOR))
             }
         }
     };
@@ -126,6 +153,12 @@ macro_rules! common_ops {
         unsafe fn codes(codes: *const u8) -> float32x4_t {
             let bytes = vreinterpret_u8_u32(vdup_n_u32(codes.cast::<u32>().read_unaligned()));
             vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(bytes))))
+        }
+
+        #[inline(always)]
+        unsafe fn signed_codes(codes: *const i8) -> float32x4_t {
+            let bytes = vreinterpret_s8_u32(vdup_n_u32(codes.cast::<u32>().read_unaligned()));
+            vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(bytes))))
         }
 
         #[inline(always)]
@@ -216,16 +249,21 @@ impl SignedDot for NeonDotprod {
     }
 }
 
-/// 4-bit weights with Q4_K's coded block values on Neon (see [`narrow::Q4`]).
+/// [`narrow::multiply`] of code `C` on Neon in a function of its own (see [`narrow::Q4`]).
 #[target_feature(enable = "neon")]
 #[inline(never)]
-unsafe fn multiply_coded_neon(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    narrow::multiply::<Neon, Q4Coded>(w, x, out, rows)
+unsafe fn multiply_apart_neon<C: Code<Neon>>(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    narrow::multiply::<Neon, C>(w, x, out, rows)
 }
 
-/// 4-bit weights with Q4_K's coded block values on NeonDotprod (see [`narrow::Q4`]).
+/// [`narrow::multiply`] of code `C` on NeonDotprod in a function of its own (see [`narrow::Q4`]).
 #[target_feature(enable = "neon,dotprod")]
 #[inline(never)]
-unsafe fn multiply_coded_neondotprod(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
-    narrow::multiply::<NeonDotprod, Q4Coded>(w, x, out, rows)
+unsafe fn multiply_apart_dotprod<C: Code<NeonDotprod>>(
+    w: &QuantMatrix,
+    x: &QuantizedRows,
+    out: &mut [f32],
+    rows: Range<usize>,
+) {
+    narrow::multiply::<NeonDotprod, C>(w, x, out, rows)
 }
