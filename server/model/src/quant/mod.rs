@@ -20,19 +20,19 @@
 //! Exactness: every output is a pure function of its weight row and its input row. The
 //! products are exact integer sums; the float steps (per span and lane: convert, multiply
 //! by the input's block scale, fused multiply-add of the weight's block scale into the
-//! lane's accumulator, and for Q4_1 a fused multiply-add of the weight's block min with
+//! lane's accumulator, and for 4-bit and 6-bit weights a fused multiply-add of the weight's block min with
 //! the input's scaled sum over the lane; then a fixed tree over the 16 lanes) run in the
 //! same order whatever the tile or batch shape, so a token's result never depends on the
 //! others.
 //!
 //! One kernel per CPU class ([`Kernel`]), each tested bit for bit against the lane-by-lane
 //! [`reference`]: [`avx512`] holds a 64-byte vector in one register; [`narrow`] runs the
-//! same lanes in registers of 64 bytes (AVX-512, 4-bit weights), 32 bytes ([`avx2`]) or
+//! same lanes in registers of 64 bytes (AVX-512, 4-bit and 6-bit weights), 32 bytes ([`avx2`]) or
 //! 16 bytes ([`neon`]). Q8_0 weights are stored biased by +128 as unsigned bytes. Kernels
 //! whose instruction multiplies unsigned by signed bytes (VNNI's `vpdpbusd`) remove the
 //! bias exactly by starting each lane's integer sum at −128 × (the sum of the input bytes
 //! it meets); the others flip the bias back (`xor 0x80`) and multiply signed bytes. 4-bit
-//! values are small and unsigned, so every instruction multiplies them as they are.
+//! and 6-bit values are small and unsigned, so every instruction multiplies them as they are.
 
 use std::ops::Range;
 
