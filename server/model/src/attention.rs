@@ -14,6 +14,11 @@
 //! instead of once per query and head. [`portable`] is the same arithmetic written plainly
 //! (and what the vector code is tested against): an 8-lane partial sum per score combined as
 //! `((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7))`, one fused multiply-add per value element and row.
+//! The cache rows arrive as half floats ([`crate::kv`]) and are widened to f32 exactly
+//! as they are loaded, before any arithmetic; the pending rows arrive widened.
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::kernel::Kernel;
 use crate::ops::fused_dots;
@@ -23,8 +28,8 @@ use crate::vector::{combine, exp};
 /// query its own rows among the pending (tree) entries.
 pub struct KvRows<'a> {
     pub head_dim: usize,
-    pub cache_keys: &'a [f32],
-    pub cache_values: &'a [f32],
+    pub cache_keys: &'a [f16],
+    pub cache_values: &'a [f16],
     pub pending_keys: &'a [f32],
     pub pending_values: &'a [f32],
 }
@@ -119,11 +124,31 @@ mod portable {
     /// Output values accumulated at a time.
     const OUTPUT_SLICE: usize = 8;
 
+    /// The cache rows widened to f32, beside the pending rows.
+    struct Widened<'a> {
+        head_dim: usize,
+        cache_keys: Vec<f32>,
+        cache_values: Vec<f32>,
+        pending_values: &'a [f32],
+    }
+
+    fn widen(halves: &[f16]) -> Vec<f32> {
+        let mut wide = vec![0f32; halves.len()];
+        halves.convert_to_f32_slice(&mut wide);
+        wide
+    }
+
     pub(super) fn attend(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
         let mut rows = work.score_rows(scores);
         let d = work.kv.head_dim;
+        let kv = Widened {
+            head_dim: d,
+            cache_keys: widen(work.kv.cache_keys),
+            cache_values: widen(work.kv.cache_values),
+            pending_values: work.kv.pending_values,
+        };
         for (q, row) in work.queries.iter().zip(rows.iter_mut()) {
-            let mut keys = work.kv.cache_keys.chunks_exact(KEY_GROUP * d);
+            let mut keys = kv.cache_keys.chunks_exact(KEY_GROUP * d);
             for (group, out) in keys.by_ref().zip(row.chunks_exact_mut(KEY_GROUP)) {
                 let dots = fused_dots::<KEY_GROUP>(q, std::array::from_fn(|k| &group[k * d..(k + 1) * d]));
                 for (o, v) in out.iter_mut().zip(dots) {
@@ -140,9 +165,9 @@ mod portable {
             rows.iter_mut().enumerate().map(|(r, row)| 1.0 / weigh(&mut row[..work.row_len(r)])).collect();
         for (((weights, own), inverse), out) in rows.iter().zip(work.pending).zip(inverses).zip(outs.iter_mut()) {
             if d.is_multiple_of(OUTPUT_SLICE) {
-                weighted_sum::<OUTPUT_SLICE>(weights, work.kv, own, inverse, out);
+                weighted_sum::<OUTPUT_SLICE>(weights, &kv, own, inverse, out);
             } else {
-                weighted_sum::<1>(weights, work.kv, own, inverse, out);
+                weighted_sum::<1>(weights, &kv, own, inverse, out);
             }
         }
     }
@@ -169,7 +194,7 @@ mod portable {
 
     /// `out = inverse · Σ weights[j] · value_j` over the cache rows, then the `pending`
     /// rows, in that order, `N` output values at a time.
-    fn weighted_sum<const N: usize>(weights: &[f32], kv: &KvRows, pending: &[usize], inverse: f32, out: &mut [f32]) {
+    fn weighted_sum<const N: usize>(weights: &[f32], kv: &Widened, pending: &[usize], inverse: f32, out: &mut [f32]) {
         let d = kv.head_dim;
         let cached = kv.cache_values.len() / d;
         let pending_values = pending.iter().map(|&node| &kv.pending_values[node * d..(node + 1) * d]);
@@ -209,13 +234,13 @@ mod vector {
     const NARROW: usize = 16;
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
     pub(super) unsafe fn attend_avx512(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
         attend::<lanes::Avx2, WIDE>(work, scores, outs)
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn attend_avx2(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
         attend::<lanes::Avx2, NARROW>(work, scores, outs)
     }
@@ -316,14 +341,14 @@ mod vector {
     #[inline(always)]
     unsafe fn dots<L: Lanes, const Q: usize, const K: usize>(
         q: [*const f32; Q],
-        keys: *const f32,
+        keys: *const f16,
         d: usize,
     ) -> [[f32; K]; Q] {
         let mut acc = [[L::zero(); K]; Q];
         for c in (0..d).step_by(8) {
             let mut key = [L::zero(); K];
             for (k, key) in key.iter_mut().enumerate() {
-                *key = L::load(keys.add(k * d + c));
+                *key = L::load_half(keys.add(k * d + c));
             }
             for (acc, q) in acc.iter_mut().zip(q) {
                 let x = L::load(q.add(c));
@@ -389,7 +414,7 @@ mod vector {
                     let row = kv.cache_values.as_ptr().add(j * d + slice);
                     let mut value = [L::zero(); V];
                     for (v, value) in value.iter_mut().enumerate() {
-                        *value = L::load(row.add(8 * v));
+                        *value = L::load_half(row.add(8 * v));
                     }
                     for (acc, weights) in acc.iter_mut().zip(self.weights) {
                         let p = L::splat(weights[j]);
@@ -421,13 +446,31 @@ mod vector {
 mod tests {
     use super::*;
 
-    fn kv<'a>(keys: &'a [f32], values: &'a [f32], pk: &'a [f32], pv: &'a [f32], d: usize) -> KvRows<'a> {
-        KvRows { head_dim: d, cache_keys: keys, cache_values: values, pending_keys: pk, pending_values: pv }
+    /// Cache keys and values as half floats, pending keys and values rounded to half floats
+    /// and widened, as [`crate::kv::KvCache`] keeps them.
+    struct Stored {
+        head_dim: usize,
+        cache: [Vec<f16>; 2],
+        pending: [Vec<f32>; 2],
+    }
+
+    impl Stored {
+        fn rows(&self) -> KvRows<'_> {
+            let ([keys, values], [pending_keys, pending_values]) = (&self.cache, &self.pending);
+            KvRows { head_dim: self.head_dim, cache_keys: keys, cache_values: values, pending_keys, pending_values }
+        }
+    }
+
+    fn stored(keys: &[f32], values: &[f32], pk: &[f32], pv: &[f32], d: usize) -> Stored {
+        let half = |rows: &[f32]| -> Vec<f16> { rows.iter().copied().map(f16::from_f32).collect() };
+        let rounded = |rows: &[f32]| -> Vec<f32> { half(rows).into_iter().map(f16::to_f32).collect() };
+        Stored { head_dim: d, cache: [half(keys), half(values)], pending: [rounded(pk), rounded(pv)] }
     }
 
     #[test]
     fn attention_of_one_key_returns_its_value() {
-        let rows = kv(&[0.5, -1.0], &[3.0, 4.0], &[], &[], 2);
+        let stored = stored(&[0.5, -1.0], &[3.0, 4.0], &[], &[], 2);
+        let rows = stored.rows();
         let mut out = [0.0; 2];
         attend_block(Kernel::best(), &[&[1.0, 2.0]], &[&[]], &rows, 0.5, &mut Vec::new(), &mut [&mut out]);
         assert_eq!(out, [3.0, 4.0]);
@@ -436,7 +479,8 @@ mod tests {
     #[test]
     fn attention_weights_follow_softmax_over_cache_then_pending_rows() {
         // Cache row 0: key 0, value 1. Pending rows: 0 → key 2, value 0; 1 → key 9, value 5.
-        let rows = kv(&[0.0], &[1.0], &[2.0, 9.0], &[0.0, 5.0], 1);
+        let stored = stored(&[0.0], &[1.0], &[2.0, 9.0], &[0.0, 5.0], 1);
+        let rows = stored.rows();
         let mut a = [0.0];
         let mut b = [0.0];
         attend_block(
@@ -460,7 +504,8 @@ mod tests {
         let values: Vec<f32> = (0..40 * d).map(|i| ((i * 53 % 97) as f32 / 40.0) - 1.2).collect();
         let pk: Vec<f32> = keys[..3 * d].iter().map(|x| x * 0.7).collect();
         let pv: Vec<f32> = values[..3 * d].iter().map(|x| x + 0.3).collect();
-        let rows = kv(&keys, &values, &pk, &pv, d);
+        let stored = stored(&keys, &values, &pk, &pv, d);
+        let rows = stored.rows();
         let q: Vec<Vec<f32>> = (0..3).map(|r| (0..d).map(|i| ((r * 7 + i) as f32).sin()).collect()).collect();
         let pending: [&[usize]; 3] = [&[0], &[0, 1], &[2]];
         let mut alone = vec![vec![0.0; d]; 3];
@@ -482,7 +527,8 @@ mod tests {
             let values: Vec<f32> = (0..cached * d).map(|i| value(i, 2)).collect();
             let pk: Vec<f32> = (0..4 * d).map(|i| value(i, 3)).collect();
             let pv: Vec<f32> = (0..4 * d).map(|i| value(i, 4)).collect();
-            let rows = kv(&keys, &values, &pk, &pv, d);
+            let stored = stored(&keys, &values, &pk, &pv, d);
+            let rows = stored.rows();
             let q: Vec<Vec<f32>> = (0..n).map(|r| (0..d).map(|i| value(i, 10 + r)).collect()).collect();
             let queries: Vec<&[f32]> = q.iter().map(|x| &x[..]).collect();
             let lists: [&[usize]; 4] = [&[0], &[0, 1], &[0, 1, 3], &[]];

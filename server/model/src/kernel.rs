@@ -53,7 +53,7 @@ impl Kernel {
             Kernel::Portable => true,
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512Vnni => {
-                crate::ops::has_avx2_fma()
+                Kernel::Avx2.is_supported()
                     && std::arch::is_x86_feature_detected!("avx512f")
                     && std::arch::is_x86_feature_detected!("avx512bw")
                     && std::arch::is_x86_feature_detected!("avx512vl")
@@ -61,7 +61,7 @@ impl Kernel {
             }
             #[cfg(target_arch = "x86_64")]
             Kernel::AvxVnni => Kernel::Avx2.is_supported() && std::arch::is_x86_feature_detected!("avxvnni"),
-            // F16C converts 4-bit weights' scales; every AVX2 CPU has it.
+            // F16C converts 4-bit weights' scales and the half-float KV cache; every AVX2 CPU has it.
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => crate::ops::has_avx2_fma() && std::arch::is_x86_feature_detected!("f16c"),
             #[cfg(target_arch = "aarch64")]

@@ -67,6 +67,8 @@ pub(crate) mod lanes {
         unsafe fn zero() -> Self::V;
         unsafe fn splat(value: f32) -> Self::V;
         unsafe fn load(from: *const f32) -> Self::V;
+        /// Eight half floats, widened exactly.
+        unsafe fn load_half(from: *const half::f16) -> Self::V;
         unsafe fn store(to: *mut f32, v: Self::V);
         unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
         unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
@@ -104,6 +106,12 @@ pub(crate) mod lanes {
         #[inline(always)]
         unsafe fn load(from: *const f32) -> Self::V {
             std::arch::x86_64::_mm256_loadu_ps(from)
+        }
+        /// Needs F16C.
+        #[inline(always)]
+        unsafe fn load_half(from: *const half::f16) -> Self::V {
+            use std::arch::x86_64::*;
+            _mm256_cvtph_ps(_mm_loadu_si128(from.cast()))
         }
         #[inline(always)]
         unsafe fn store(to: *mut f32, v: Self::V) {
@@ -182,6 +190,22 @@ pub(crate) mod lanes {
         unsafe fn load(from: *const f32) -> Self::V {
             use std::arch::aarch64::*;
             (vld1q_f32(from), vld1q_f32(from.add(4)))
+        }
+        /// `fcvtl` is in every aarch64 CPU, but its intrinsic needs Rust's unstable `f16`.
+        #[inline(always)]
+        unsafe fn load_half(from: *const half::f16) -> Self::V {
+            use std::arch::aarch64::*;
+            let halves = vld1q_u16(from.cast());
+            let (low, high): (float32x4_t, float32x4_t);
+            std::arch::asm!(
+                "fcvtl {low:v}.4s, {halves:v}.4h",
+                "fcvtl2 {high:v}.4s, {halves:v}.8h",
+                halves = in(vreg) halves,
+                low = out(vreg) low,
+                high = lateout(vreg) high,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+            (low, high)
         }
         #[inline(always)]
         unsafe fn store(to: *mut f32, v: Self::V) {
