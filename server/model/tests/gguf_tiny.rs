@@ -105,9 +105,12 @@ fn qwen2_gguf_equals_its_safetensors_bit_for_bit() {
 
 #[test]
 fn llama_gguf_with_permuted_rotary_rows_matches_its_safetensors() {
-    // Interleaved vs half-split rotary pairs reorder a few sums: tiny differences only.
+    // Interleaved vs half-split rotary pairs reorder a few sums: tiny differences only. The
+    // KV cache rounds keys and values to half floats, where a last-bit difference can move a
+    // value by a whole half-float step (2^-11 of it): up to 2.5e-3 in the logits (aarch64,
+    // Cortex-A53), against 1e-4 on x86-64.
     let d = compare(false, WeightFormat::F32);
     println!("tiny llama GGUF vs safetensors: {d:?}");
     assert_eq!(d.argmax_agree, d.rows, "{d:?}");
-    assert!(d.max_abs < 1e-3, "{d:?}");
+    assert!(d.max_abs < 1e-2, "{d:?}");
 }
