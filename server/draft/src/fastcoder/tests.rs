@@ -79,18 +79,6 @@ fn switches_turn_sources_off() {
 }
 
 #[test]
-fn parallel_and_sequential_retrieval_agree() {
-    let r = repo(&[("a.py", (0..500u32).map(|i| i % 17).collect())]);
-    let c = common(&[(0..500u32).map(|i| (i * 3) % 13).collect()]);
-    let mut par = drafter(FastCoderConfig::default(), Some(r.clone()), Some(c.clone()));
-    let mut seq = drafter(FastCoderConfig { parallel: false, ..FastCoderConfig::default() }, Some(r), Some(c));
-    for end in 1..60u32 {
-        let ctx: Vec<u32> = (0..end).map(|i| (i * 5) % 17).collect();
-        assert_eq!(propose(&mut par, &ctx), propose(&mut seq, &ctx));
-    }
-}
-
-#[test]
 fn an_active_cache_hit_replaces_retrieval() {
     let c = common(&[vec![1, 2, 50]]);
     let config =
