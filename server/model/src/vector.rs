@@ -86,6 +86,12 @@ pub(crate) mod lanes {
         unsafe fn pow2(n: Self::V) -> Self::V;
         /// The lanes [`super::combine`]d.
         unsafe fn sum(v: Self::V) -> f32;
+        /// The first step of [`super::combine`] on two vectors at once:
+        /// `[a0+a4, a1+a5, a2+a6, a3+a7, b0+b4, b1+b5, b2+b6, b3+b7]`.
+        unsafe fn fold(a: Self::V, b: Self::V) -> Self::V;
+        /// The rest of [`super::combine`] for eight vectors [`Lanes::fold`]ed into the 32
+        /// values at `folded` (four each, in order): `(f0+f1)+(f2+f3)` of each four.
+        unsafe fn finish(folded: *const f32) -> Self::V;
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -166,6 +172,21 @@ pub(crate) mod lanes {
             let halves = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
             let pairs = _mm_hadd_ps(halves, halves);
             _mm_cvtss_f32(_mm_hadd_ps(pairs, pairs))
+        }
+        #[inline(always)]
+        unsafe fn fold(a: Self::V, b: Self::V) -> Self::V {
+            use std::arch::x86_64::*;
+            _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(a, b), _mm256_permute2f128_ps::<0x31>(a, b))
+        }
+        #[inline(always)]
+        unsafe fn finish(folded: *const f32) -> Self::V {
+            use std::arch::x86_64::*;
+            // No closures here: they would miss the caller's target features.
+            let (v0, v1) = (_mm256_loadu_ps(folded), _mm256_loadu_ps(folded.add(8)));
+            let (v2, v3) = (_mm256_loadu_ps(folded.add(16)), _mm256_loadu_ps(folded.add(24)));
+            // Vectors 0, 2 (and 4, 6) in the low halves, 1, 3 (5, 7) in the high ones.
+            let sums = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
+            _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
         }
     }
 
@@ -272,6 +293,23 @@ pub(crate) mod lanes {
             let halves = vaddq_f32(v.0, v.1);
             let pairs = vpaddq_f32(halves, halves);
             vgetq_lane_f32::<0>(pairs) + vgetq_lane_f32::<1>(pairs)
+        }
+        #[inline(always)]
+        unsafe fn fold(a: Self::V, b: Self::V) -> Self::V {
+            use std::arch::aarch64::*;
+            (vaddq_f32(a.0, a.1), vaddq_f32(b.0, b.1))
+        }
+        #[inline(always)]
+        unsafe fn finish(folded: *const f32) -> Self::V {
+            use std::arch::aarch64::*;
+            let mut sums = [vdupq_n_f32(0.0); 2];
+            for (half, sums) in sums.iter_mut().enumerate() {
+                let four = folded.add(16 * half);
+                let low = vpaddq_f32(vld1q_f32(four), vld1q_f32(four.add(4)));
+                let high = vpaddq_f32(vld1q_f32(four.add(8)), vld1q_f32(four.add(12)));
+                *sums = vpaddq_f32(low, high);
+            }
+            (sums[0], sums[1])
         }
     }
 }
