@@ -215,14 +215,14 @@ mod portable {
     }
 }
 
-/// The same arithmetic on vector lanes ([`Lanes`](crate::vector::lanes::Lanes)), several queries at a time.
+/// The same arithmetic on 8-lane vectors ([`Lanes`](crate::vector::lanes::Lanes)), several queries at a time.
 /// Compiled for AVX2 (16 registers), with AVX-512VL enabled (32 registers: every
 /// accumulator in one) and for NEON (an 8-lane vector is two registers).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod vector {
     use super::*;
-    use crate::vector::exp_lanes;
-    use crate::vector::lanes::{self, Eight, Lanes};
+    use crate::vector::exp8;
+    use crate::vector::lanes::{self, Lanes};
 
     /// Queries that share each loaded cache row.
     const QUERY_GROUP: usize = 4;
@@ -251,33 +251,126 @@ mod vector {
     #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
     pub(super) unsafe fn attend_avx512(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
         if work.kv.head_dim.is_multiple_of(16) {
-            attend::<lanes::Avx2, lanes::Avx512, WIDE>(work, scores, outs)
+            attend::<lanes::Avx2, Sixteen, WIDE>(work, scores, outs)
         } else {
-            attend::<lanes::Avx2, lanes::Avx2, WIDE>(work, scores, outs)
+            attend::<lanes::Avx2, Eight<lanes::Avx2>, WIDE>(work, scores, outs)
         }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn attend_avx2(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend::<lanes::Avx2, lanes::Avx2, NARROW>(work, scores, outs)
+        attend::<lanes::Avx2, Eight<lanes::Avx2>, NARROW>(work, scores, outs)
     }
 
     #[cfg(target_arch = "aarch64")]
     #[target_feature(enable = "neon")]
     pub(super) unsafe fn attend_neon(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend::<lanes::Neon, lanes::Neon, NARROW>(work, scores, outs)
+        attend::<lanes::Neon, Eight<lanes::Neon>, NARROW>(work, scores, outs)
     }
 
-    /// Scores on the eight lanes of `L`; softmax weights and the weighted sum of values on
-    /// the lanes of `W` (sixteen with AVX-512: each lane is its own chain of steps, so the
-    /// width never changes a result; for the scores, sixteen lanes cost more shuffles than
-    /// they saved). Needs `head_dim` to be a multiple of `W::WIDTH` and the rows checked by
+    /// The registers the weighted sum of values works in: one [`Lanes`] vector
+    /// ([`Eight`]) or, on AVX-512, a whole register of 16 lanes ([`Sixteen`]). Each output
+    /// value is its own chain of fused multiply-adds in either, so the width never changes
+    /// a result. (The scores stay on 8 lanes: there, 16 cost more shuffles than they saved.)
+    trait Tile {
+        type W: Copy;
+        /// Lanes per register.
+        const WIDTH: usize;
+        unsafe fn zero() -> Self::W;
+        unsafe fn splat(value: f32) -> Self::W;
+        unsafe fn load(from: *const f32) -> Self::W;
+        /// Half floats, widened exactly.
+        unsafe fn load_half(from: *const f16) -> Self::W;
+        unsafe fn store(to: *mut f32, v: Self::W);
+        unsafe fn mul(a: Self::W, b: Self::W) -> Self::W;
+        /// `a · b + c`, fused.
+        unsafe fn mul_add(a: Self::W, b: Self::W, c: Self::W) -> Self::W;
+    }
+
+    /// One [`Lanes`] vector per register.
+    struct Eight<L>(std::marker::PhantomData<L>);
+
+    impl<L: Lanes> Tile for Eight<L> {
+        type W = L::V;
+        const WIDTH: usize = 8;
+
+        #[inline(always)]
+        unsafe fn zero() -> L::V {
+            L::zero()
+        }
+        #[inline(always)]
+        unsafe fn splat(value: f32) -> L::V {
+            L::splat(value)
+        }
+        #[inline(always)]
+        unsafe fn load(from: *const f32) -> L::V {
+            L::load(from)
+        }
+        #[inline(always)]
+        unsafe fn load_half(from: *const f16) -> L::V {
+            L::load_half(from)
+        }
+        #[inline(always)]
+        unsafe fn store(to: *mut f32, v: L::V) {
+            L::store(to, v)
+        }
+        #[inline(always)]
+        unsafe fn mul(a: L::V, b: L::V) -> L::V {
+            L::mul(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul_add(a: L::V, b: L::V, c: L::V) -> L::V {
+            L::mul_add(a, b, c)
+        }
+    }
+
+    /// A whole AVX-512 register.
+    #[cfg(target_arch = "x86_64")]
+    struct Sixteen;
+
+    #[cfg(target_arch = "x86_64")]
+    impl Tile for Sixteen {
+        type W = std::arch::x86_64::__m512;
+        const WIDTH: usize = 16;
+
+        #[inline(always)]
+        unsafe fn zero() -> Self::W {
+            std::arch::x86_64::_mm512_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn splat(value: f32) -> Self::W {
+            std::arch::x86_64::_mm512_set1_ps(value)
+        }
+        #[inline(always)]
+        unsafe fn load(from: *const f32) -> Self::W {
+            std::arch::x86_64::_mm512_loadu_ps(from)
+        }
+        #[inline(always)]
+        unsafe fn load_half(from: *const f16) -> Self::W {
+            use std::arch::x86_64::*;
+            _mm512_cvtph_ps(_mm256_loadu_si256(from.cast()))
+        }
+        #[inline(always)]
+        unsafe fn store(to: *mut f32, v: Self::W) {
+            std::arch::x86_64::_mm512_storeu_ps(to, v)
+        }
+        #[inline(always)]
+        unsafe fn mul(a: Self::W, b: Self::W) -> Self::W {
+            std::arch::x86_64::_mm512_mul_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul_add(a: Self::W, b: Self::W, c: Self::W) -> Self::W {
+            std::arch::x86_64::_mm512_fmadd_ps(a, b, c)
+        }
+    }
+
+    /// Needs `head_dim` to be a multiple of `T::WIDTH` and the rows checked by
     /// [`attend_block`]. Everything below is `inline(always)` without features of its own,
     /// so that it is compiled inside the entry points above with their registers (the
     /// intrinsics are inlined there).
     #[inline(always)]
-    unsafe fn attend<L: Eight, W: Lanes, const REGISTERS: usize>(
+    unsafe fn attend<L: Lanes, T: Tile, const REGISTERS: usize>(
         work: &Attention,
         scores: &mut Vec<f32>,
         outs: &mut [&mut [f32]],
@@ -304,9 +397,9 @@ mod vector {
         work.score_pending(&mut rows);
         let mut inverses = Vec::with_capacity(n);
         for (r, row) in rows.iter_mut().enumerate() {
-            inverses.push(1.0 / weigh::<L, W>(&mut row[..work.row_len(r)]));
+            inverses.push(1.0 / weigh::<L>(&mut row[..work.row_len(r)]));
         }
-        let registers = work.kv.head_dim / W::WIDTH;
+        let registers = work.kv.head_dim / T::WIDTH;
         let mut start = 0;
         while start < n {
             let group = start..(start + sum_group(REGISTERS)).min(n);
@@ -314,24 +407,24 @@ mod vector {
             let outs = &mut outs[group.clone()];
             // Sums `Q × V`, plus `V` value registers and a weight in registers.
             match (group.len(), registers.is_multiple_of(4)) {
-                (4, true) => sums.write::<W, 4, 4>(outs),
-                (3, true) => sums.write::<W, 3, 4>(outs),
-                (2, true) => sums.write::<W, 2, 4>(outs),
-                (_, true) => sums.write::<W, 1, 4>(outs),
-                (4, false) => sums.write::<W, 4, 1>(outs),
-                (3, false) => sums.write::<W, 3, 1>(outs),
-                (2, false) => sums.write::<W, 2, 1>(outs),
-                (_, false) => sums.write::<W, 1, 1>(outs),
+                (4, true) => sums.write::<T, 4, 4>(outs),
+                (3, true) => sums.write::<T, 3, 4>(outs),
+                (2, true) => sums.write::<T, 2, 4>(outs),
+                (_, true) => sums.write::<T, 1, 4>(outs),
+                (4, false) => sums.write::<T, 4, 1>(outs),
+                (3, false) => sums.write::<T, 3, 1>(outs),
+                (2, false) => sums.write::<T, 2, 1>(outs),
+                (_, false) => sums.write::<T, 1, 1>(outs),
             }
             start = group.end;
         }
     }
 
     /// Scores of `Q` queries against every cache row, `K` rows at a time: their 8-lane
-    /// partial sums [`Eight::fold`]ed to [`FOLDED`] values each, then, a chunk of rows at a
+    /// partial sums [`Lanes::fold`]ed to [`FOLDED`] values each, then, a chunk of rows at a
     /// time while they are in L1, the rest of [`combine`] ([`finish_scores`]).
     #[inline(always)]
-    unsafe fn score_cache<L: Eight, const Q: usize, const K: usize>(
+    unsafe fn score_cache<L: Lanes, const Q: usize, const K: usize>(
         queries: &[&[f32]],
         work: &Attention,
         rows: &mut [&mut [f32]],
@@ -375,7 +468,7 @@ mod vector {
     /// `scores` from their [`FOLDED`] values each: the rest of [`combine`], times `scale`;
     /// eight at a time, then one by one.
     #[inline(always)]
-    unsafe fn finish_scores<L: Eight>(folded: &[f32], scale: f32, scores: &mut [f32]) {
+    unsafe fn finish_scores<L: Lanes>(folded: &[f32], scale: f32, scores: &mut [f32]) {
         let scale8 = L::splat(scale);
         let mut eights = scores.chunks_exact_mut(8);
         for (j, eight) in eights.by_ref().enumerate() {
@@ -411,34 +504,22 @@ mod vector {
         acc
     }
 
-    /// [`portable::weigh`]: the maximum and the weights on `W`'s lanes, the weights summed
-    /// on eight lanes, in the portable order.
+    /// [`portable::weigh`], eight scores at a time.
     #[inline(always)]
-    unsafe fn weigh<L: Eight, W: Lanes>(scores: &mut [f32]) -> f32 {
-        let mut chunks = scores.chunks_exact_mut(W::WIDTH);
-        let mut max_lanes = W::splat(f32::NEG_INFINITY);
+    unsafe fn weigh<L: Lanes>(scores: &mut [f32]) -> f32 {
+        let mut chunks = scores.chunks_exact_mut(8);
+        let mut max8 = L::splat(f32::NEG_INFINITY);
         for chunk in chunks.by_ref() {
-            max_lanes = W::max(max_lanes, W::load(chunk.as_ptr()));
+            max8 = L::max(max8, L::load(chunk.as_ptr()));
         }
-        let mut lanes = [f32::NEG_INFINITY; 16];
-        W::store(lanes.as_mut_ptr(), max_lanes);
-        let rest = chunks.into_remainder().iter().copied();
-        let max = lanes[..W::WIDTH].iter().copied().chain(rest).fold(f32::NEG_INFINITY, f32::max);
-        let wide = scores.len() / W::WIDTH * W::WIDTH;
-        let max_lanes = W::splat(max);
-        for chunk in scores[..wide].chunks_exact_mut(W::WIDTH) {
-            W::store(chunk.as_mut_ptr(), exp_lanes::<W>(W::sub(W::load(chunk.as_ptr()), max_lanes)));
-        }
+        let mut lanes = [0f32; 8];
+        L::store(lanes.as_mut_ptr(), max8);
+        let max = lanes.into_iter().chain(chunks.into_remainder().iter().copied()).fold(f32::NEG_INFINITY, f32::max);
         let (max8, mut sum8) = (L::splat(max), L::zero());
         let mut chunks = scores.chunks_exact_mut(8);
-        for (at, chunk) in chunks.by_ref().enumerate() {
-            let weights = if 8 * at < wide {
-                L::load(chunk.as_ptr())
-            } else {
-                let weights = exp_lanes::<L>(L::sub(L::load(chunk.as_ptr()), max8));
-                L::store(chunk.as_mut_ptr(), weights);
-                weights
-            };
+        for chunk in chunks.by_ref() {
+            let weights = exp8::<L>(L::sub(L::load(chunk.as_ptr()), max8));
+            L::store(chunk.as_mut_ptr(), weights);
             sum8 = L::add(sum8, weights);
         }
         let mut sum = L::sum(sum8);
@@ -460,28 +541,28 @@ mod vector {
 
     impl Sums<'_> {
         /// `out_r = inverse_r · Σ weights_r[j] · value_j` over the cache rows, then query
-        /// `r`'s pending rows, `W::WIDTH · V` output values at a time, `Q` queries per loaded row.
+        /// `r`'s pending rows, `T::WIDTH · V` output values at a time, `Q` queries per loaded row.
         #[inline(always)]
-        unsafe fn write<W: Lanes, const Q: usize, const V: usize>(&self, outs: &mut [&mut [f32]]) {
+        unsafe fn write<T: Tile, const Q: usize, const V: usize>(&self, outs: &mut [&mut [f32]]) {
             let kv = self.work.kv;
             let (d, cached) = (kv.head_dim, self.work.cached());
-            let width = W::WIDTH;
+            let width = T::WIDTH;
             let mut weights = [std::ptr::null(); Q];
             for (to, row) in weights.iter_mut().zip(self.weights) {
                 *to = row.as_ptr();
             }
             for slice in (0..d).step_by(width * V) {
-                let mut acc = [[W::zero(); V]; Q];
+                let mut acc = [[T::zero(); V]; Q];
                 for j in 0..cached {
                     let row = kv.cache_values.as_ptr().add(j * d + slice);
-                    let mut value = [W::zero(); V];
+                    let mut value = [T::zero(); V];
                     for (v, value) in value.iter_mut().enumerate() {
-                        *value = W::load_half(row.add(width * v));
+                        *value = T::load_half(row.add(width * v));
                     }
                     for (acc, weights) in acc.iter_mut().zip(weights) {
-                        let p = W::splat(*weights.add(j));
+                        let p = T::splat(*weights.add(j));
                         for (acc, value) in acc.iter_mut().zip(value) {
-                            *acc = W::mul_add(p, value, *acc);
+                            *acc = T::mul_add(p, value, *acc);
                         }
                     }
                 }
@@ -489,14 +570,14 @@ mod vector {
                     let own = self.work.pending[self.first + r];
                     for (&p, &node) in self.weights[r][cached..].iter().zip(own) {
                         let row = kv.pending_values.as_ptr().add(node * d + slice);
-                        let p = W::splat(p);
+                        let p = T::splat(p);
                         for (v, acc) in acc.iter_mut().enumerate() {
-                            *acc = W::mul_add(p, W::load(row.add(width * v)), *acc);
+                            *acc = T::mul_add(p, T::load(row.add(width * v)), *acc);
                         }
                     }
-                    let inverse = W::splat(self.inverses[self.first + r]);
+                    let inverse = T::splat(self.inverses[self.first + r]);
                     for (v, acc) in acc.iter().enumerate() {
-                        W::store(out[slice + width * v..][..width].as_mut_ptr(), W::mul(*acc, inverse));
+                        T::store(out[slice + width * v..][..width].as_mut_ptr(), T::mul(*acc, inverse));
                     }
                 }
             }

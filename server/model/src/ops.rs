@@ -8,7 +8,7 @@ use crate::config::RopeStyle;
 use crate::kernel::Kernel;
 use crate::vector::exp;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-use crate::vector::{exp_lanes, lanes};
+use crate::vector::{exp8, lanes};
 
 /// Dot product with eight interleaved partial sums, combined in a fixed order.
 #[inline(always)]
@@ -117,7 +117,7 @@ unsafe fn swiglu_eights<L: lanes::Lanes>(gate: &[f32], up: &[f32], out: &mut [f3
     let one = L::splat(1.0);
     for at in (0..eights).step_by(8) {
         let g = L::load(gate.as_ptr().add(at));
-        let silu = L::div(g, L::add(one, exp_lanes::<L>(L::sub(L::zero(), g))));
+        let silu = L::div(g, L::add(one, exp8::<L>(L::sub(L::zero(), g))));
         L::store(out.as_mut_ptr().add(at), L::mul(silu, L::load(up.as_ptr().add(at))));
     }
     eights

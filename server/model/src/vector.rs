@@ -1,11 +1,11 @@
-//! f32 vectors of eight lanes (sixteen with AVX-512), and the functions whose scalar and
-//! vector versions must give the same bits.
+//! Eight-lane f32 vectors, and the functions whose scalar and vector versions must give the
+//! same bits.
 //!
 //! A token's activations must not depend on which path computed them (a tree pass or a
 //! one-token pass, one CPU class or another). A library `expf` has no vector twin, so
 //! [`exp`] is written with steps that every instruction set rounds the same way (IEEE
-//! additions, multiplications, fused multiply-adds, rounding to an integer), and [`exp_lanes`]
-//! takes the same steps on every lane. Attention's softmax and the MLP's SiLU use them.
+//! additions, multiplications, fused multiply-adds, rounding to an integer), and [`exp8`]
+//! takes the same steps on eight lanes. Attention's softmax and the MLP's SiLU use them.
 
 /// `((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7))`: how eight partial sums are combined.
 #[inline(always)]
@@ -25,11 +25,11 @@ mod exp_constants {
 }
 
 /// `e^x` to about one ulp, for inputs clamped to [−87, 88] (below −87 gives e^−87, above
-/// 88 gives e^88); [`exp_lanes`] computes the same bits.
+/// 88 gives e^88); [`exp8`] computes the same bits.
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
     use exp_constants::*;
-    // Not `clamp`: the same two steps as `exp_lanes` takes.
+    // Not `clamp`: the same two steps as `exp8` takes.
     #[allow(clippy::manual_clamp)]
     let x = x.max(LOWEST).min(HIGHEST);
     let n = (x * LOG2E).round_ties_even();
@@ -42,10 +42,10 @@ pub(crate) fn exp(x: f32) -> f32 {
     y * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
-/// [`exp`] of every lane.
+/// [`exp`] of eight values.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-pub(crate) unsafe fn exp_lanes<L: lanes::Lanes>(x: L::V) -> L::V {
+pub(crate) unsafe fn exp8<L: lanes::Lanes>(x: L::V) -> L::V {
     use exp_constants::*;
     let x = L::min(L::max(x, L::splat(LOWEST)), L::splat(HIGHEST));
     let n = L::round(L::mul(x, L::splat(LOG2E)));
@@ -58,18 +58,16 @@ pub(crate) unsafe fn exp_lanes<L: lanes::Lanes>(x: L::V) -> L::V {
     L::mul(y, L::pow2(n))
 }
 
-/// f32 lanes on each instruction set, with the float steps the portable code takes.
+/// Eight f32 lanes on each instruction set, with the float steps the portable code takes.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) mod lanes {
-    /// [`Lanes::WIDTH`] f32 lanes, each taking its own steps. All `inline(always)`: compiled
-    /// with the features of the caller.
+    /// Eight f32 lanes. All `inline(always)`: compiled with the features of the caller.
     pub(crate) trait Lanes {
         type V: Copy;
-        const WIDTH: usize;
         unsafe fn zero() -> Self::V;
         unsafe fn splat(value: f32) -> Self::V;
         unsafe fn load(from: *const f32) -> Self::V;
-        /// Half floats, widened exactly.
+        /// Eight half floats, widened exactly.
         unsafe fn load_half(from: *const half::f16) -> Self::V;
         unsafe fn store(to: *mut f32, v: Self::V);
         unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
@@ -86,16 +84,12 @@ pub(crate) mod lanes {
         unsafe fn round(v: Self::V) -> Self::V;
         /// `2^n` of integral `n` (within the normal exponents).
         unsafe fn pow2(n: Self::V) -> Self::V;
-    }
-
-    /// Eight lanes, and the sums across them in [`super::combine`]'s order.
-    pub(crate) trait Eight: Lanes {
         /// The lanes [`super::combine`]d.
         unsafe fn sum(v: Self::V) -> f32;
         /// The first step of [`super::combine`] on two vectors at once:
         /// `[a0+a4, a1+a5, a2+a6, a3+a7, b0+b4, b1+b5, b2+b6, b3+b7]`.
         unsafe fn fold(a: Self::V, b: Self::V) -> Self::V;
-        /// The rest of [`super::combine`] for eight vectors [`Eight::fold`]ed into the 32
+        /// The rest of [`super::combine`] for eight vectors [`Lanes::fold`]ed into the 32
         /// values at `folded` (four each, in order): `(f0+f1)+(f2+f3)` of each four.
         unsafe fn finish(folded: *const f32) -> Self::V;
     }
@@ -106,7 +100,6 @@ pub(crate) mod lanes {
     #[cfg(target_arch = "x86_64")]
     impl Lanes for Avx2 {
         type V = std::arch::x86_64::__m256;
-        const WIDTH: usize = 8;
 
         #[inline(always)]
         unsafe fn zero() -> Self::V {
@@ -173,10 +166,6 @@ pub(crate) mod lanes {
             let exponent = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
             _mm256_castsi256_ps(_mm256_slli_epi32::<23>(exponent))
         }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    impl Eight for Avx2 {
         #[inline(always)]
         unsafe fn sum(v: Self::V) -> f32 {
             use std::arch::x86_64::*;
@@ -201,81 +190,6 @@ pub(crate) mod lanes {
         }
     }
 
-    /// Sixteen lanes in one AVX-512 register.
-    #[cfg(target_arch = "x86_64")]
-    pub(crate) struct Avx512;
-
-    #[cfg(target_arch = "x86_64")]
-    impl Lanes for Avx512 {
-        type V = std::arch::x86_64::__m512;
-        const WIDTH: usize = 16;
-
-        #[inline(always)]
-        unsafe fn zero() -> Self::V {
-            std::arch::x86_64::_mm512_setzero_ps()
-        }
-        #[inline(always)]
-        unsafe fn splat(value: f32) -> Self::V {
-            std::arch::x86_64::_mm512_set1_ps(value)
-        }
-        #[inline(always)]
-        unsafe fn load(from: *const f32) -> Self::V {
-            std::arch::x86_64::_mm512_loadu_ps(from)
-        }
-        #[inline(always)]
-        unsafe fn load_half(from: *const half::f16) -> Self::V {
-            use std::arch::x86_64::*;
-            _mm512_cvtph_ps(_mm256_loadu_si256(from.cast()))
-        }
-        #[inline(always)]
-        unsafe fn store(to: *mut f32, v: Self::V) {
-            std::arch::x86_64::_mm512_storeu_ps(to, v)
-        }
-        #[inline(always)]
-        unsafe fn add(a: Self::V, b: Self::V) -> Self::V {
-            std::arch::x86_64::_mm512_add_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn sub(a: Self::V, b: Self::V) -> Self::V {
-            std::arch::x86_64::_mm512_sub_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn mul(a: Self::V, b: Self::V) -> Self::V {
-            std::arch::x86_64::_mm512_mul_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn max(a: Self::V, b: Self::V) -> Self::V {
-            std::arch::x86_64::_mm512_max_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn min(a: Self::V, b: Self::V) -> Self::V {
-            std::arch::x86_64::_mm512_min_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn div(a: Self::V, b: Self::V) -> Self::V {
-            std::arch::x86_64::_mm512_div_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
-            std::arch::x86_64::_mm512_fmadd_ps(a, b, c)
-        }
-        #[inline(always)]
-        unsafe fn mul_sub(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
-            std::arch::x86_64::_mm512_fnmadd_ps(a, b, c)
-        }
-        #[inline(always)]
-        unsafe fn round(v: Self::V) -> Self::V {
-            use std::arch::x86_64::*;
-            _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v)
-        }
-        #[inline(always)]
-        unsafe fn pow2(n: Self::V) -> Self::V {
-            use std::arch::x86_64::*;
-            let exponent = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
-            _mm512_castsi512_ps(_mm512_slli_epi32::<23>(exponent))
-        }
-    }
-
     /// Two 4-lane registers: lanes 0–3, then 4–7.
     #[cfg(target_arch = "aarch64")]
     pub(crate) struct Neon;
@@ -283,7 +197,6 @@ pub(crate) mod lanes {
     #[cfg(target_arch = "aarch64")]
     impl Lanes for Neon {
         type V = (std::arch::aarch64::float32x4_t, std::arch::aarch64::float32x4_t);
-        const WIDTH: usize = 8;
 
         #[inline(always)]
         unsafe fn zero() -> Self::V {
@@ -374,10 +287,6 @@ pub(crate) mod lanes {
             };
             (bits(n.0), bits(n.1))
         }
-    }
-
-    #[cfg(target_arch = "aarch64")]
-    impl Eight for Neon {
         #[inline(always)]
         unsafe fn sum(v: Self::V) -> f32 {
             use std::arch::aarch64::*;
@@ -422,52 +331,38 @@ mod tests {
 
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[test]
-    fn exp_lanes_computes_the_bits_of_exp() {
+    fn exp8_computes_the_bits_of_exp() {
         let xs: Vec<f32> = (-1200..1200).map(|i| i as f32 * 0.0771).chain([0.0, -0.0, 88.5, -87.5]).collect();
-        for chunk in xs.chunks(16).filter(|c| c.len() == 16) {
-            let expected: Vec<u32> = chunk.iter().map(|&x| exp(x).to_bits()).collect();
-            // SAFETY: the helper runs only the lanes the CPU has (checked inside).
-            for (lanes, computed) in unsafe { exp_lanes_here(chunk) } {
-                assert_eq!(computed.map(f32::to_bits).to_vec(), expected, "{lanes} lanes, inputs {chunk:?}");
+        for chunk in xs.chunks(8).filter(|c| c.len() == 8) {
+            let mut lanes = [0f32; 8];
+            // SAFETY: the helper runs only where the CPU has the instructions (checked inside).
+            if !unsafe { exp8_here(chunk, &mut lanes) } {
+                return;
             }
+            let expected: Vec<u32> = chunk.iter().map(|&x| exp(x).to_bits()).collect();
+            assert_eq!(lanes.map(f32::to_bits).to_vec(), expected, "inputs {chunk:?}");
         }
     }
 
-    /// [`exp_lanes`] of 16 values on each kind of lanes this CPU has, named.
+    /// [`exp8`] of `x` into `out` on this CPU's vector lanes; false where it has none.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn exp_lanes_here(x: &[f32]) -> Vec<(&'static str, [f32; 16])> {
-        use lanes::{Avx2, Avx512, Lanes};
+    unsafe fn exp8_here(x: &[f32], out: &mut [f32; 8]) -> bool {
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn eights(x: &[f32], out: &mut [f32; 16]) {
-            for half in 0..2 {
-                Avx2::store(out.as_mut_ptr().add(8 * half), exp_lanes::<Avx2>(Avx2::load(x.as_ptr().add(8 * half))));
-            }
+        unsafe fn run(x: &[f32], out: &mut [f32; 8]) {
+            use lanes::{Avx2, Lanes};
+            Avx2::store(out.as_mut_ptr(), exp8::<Avx2>(Avx2::load(x.as_ptr())));
         }
-        #[target_feature(enable = "avx512f")]
-        unsafe fn sixteen(x: &[f32], out: &mut [f32; 16]) {
-            Avx512::store(out.as_mut_ptr(), exp_lanes::<Avx512>(Avx512::load(x.as_ptr())));
+        if !crate::ops::has_avx2_fma() {
+            return false;
         }
-        let mut computed = Vec::new();
-        if crate::ops::has_avx2_fma() {
-            let mut out = [0f32; 16];
-            eights(x, &mut out);
-            computed.push(("AVX2", out));
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            let mut out = [0f32; 16];
-            sixteen(x, &mut out);
-            computed.push(("AVX-512", out));
-        }
-        computed
+        run(x, out);
+        true
     }
 
     #[cfg(target_arch = "aarch64")]
-    unsafe fn exp_lanes_here(x: &[f32]) -> Vec<(&'static str, [f32; 16])> {
+    unsafe fn exp8_here(x: &[f32], out: &mut [f32; 8]) -> bool {
         use lanes::{Lanes, Neon};
-        let mut out = [0f32; 16];
-        for half in 0..2 {
-            Neon::store(out.as_mut_ptr().add(8 * half), exp_lanes::<Neon>(Neon::load(x.as_ptr().add(8 * half))));
-        }
-        vec![("NEON", out)]
+        Neon::store(out.as_mut_ptr(), exp8::<Neon>(Neon::load(x.as_ptr())));
+        true
     }
 }
