@@ -1,7 +1,7 @@
 //! Measuring what one forward pass costs on this machine: t(k) for a tree of
 //! k nodes on a warm cache, at a short and a long cache (attention work grows
 //! with the cache). The cost-aware draft budget needs it; it is measured once
-//! per model, weight format, device (with its kernel) and thread count, and cached.
+//! per model, weight format, device (with its kernel), thread count and build of copilotd, and cached.
 //!
 //! The language server measures in the background, giving way to requests
 //! (`interrupt`); a measurement whose repeated timings disagree too much was
@@ -170,19 +170,29 @@ fn measure_on_cache(
 }
 
 fn cache_file(info: &ModelInfo, fingerprint: u64) -> PathBuf {
-    // The version is part of the key: a release with other kernels measures anew; so
-    // are the CPU and the kernel (in `device`): a cache directory may move to another machine.
+    // The version and the build are part of the key: a release or a build from source with
+    // other kernels measures anew; so are the CPU and the kernel (in `device`): a cache
+    // directory may move to another machine.
     let key = format!(
-        "{}|{}|{}|{}|{}|{fingerprint:016x}|{}",
+        "{}|{}|{}|{}|{}|{fingerprint:016x}|{}|{}",
         CpuDescription::of_this_machine().model,
         info.name,
         info.weights,
         info.device,
         info.threads,
-        env!("CARGO_PKG_VERSION")
+        env!("CARGO_PKG_VERSION"),
+        build_identity()
     );
     let hash = copilotd_draft::checksum::of_bytes(key.as_bytes());
     paths::cache_dir().join("calibration").join(format!("{hash:016x}.json"))
+}
+
+/// Tells one build of the running executable from another: its size and modification time
+/// (empty where they cannot be read).
+fn build_identity() -> String {
+    let Ok(metadata) = std::env::current_exe().and_then(std::fs::metadata) else { return String::new() };
+    let modified = metadata.modified().ok().and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok());
+    format!("{}-{}", metadata.len(), modified.map_or(0, |since| since.as_secs()))
 }
 
 /// The cost model of this model on this machine: cached, or measured now
