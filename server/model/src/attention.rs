@@ -253,26 +253,26 @@ mod vector {
         if work.kv.head_dim.is_multiple_of(16) {
             attend::<lanes::Avx2, Sixteen, WIDE>(work, scores, outs)
         } else {
-            attend::<lanes::Avx2, Eight<lanes::Avx2>, WIDE>(work, scores, outs)
+            attend::<lanes::Avx2, lanes::Avx2, WIDE>(work, scores, outs)
         }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn attend_avx2(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend::<lanes::Avx2, Eight<lanes::Avx2>, NARROW>(work, scores, outs)
+        attend::<lanes::Avx2, lanes::Avx2, NARROW>(work, scores, outs)
     }
 
     #[cfg(target_arch = "aarch64")]
     #[target_feature(enable = "neon")]
     pub(super) unsafe fn attend_neon(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend::<lanes::Neon, Eight<lanes::Neon>, NARROW>(work, scores, outs)
+        attend::<lanes::Neon, lanes::Neon, NARROW>(work, scores, outs)
     }
 
-    /// The registers the weighted sum of values works in: one [`Lanes`] vector
-    /// ([`Eight`]) or, on AVX-512, a whole register of 16 lanes ([`Sixteen`]). Each output
-    /// value is its own chain of fused multiply-adds in either, so the width never changes
-    /// a result. (The scores stay on 8 lanes: there, 16 cost more shuffles than they saved.)
+    /// The registers the weighted sum of values works in: one [`Lanes`] vector or, on
+    /// AVX-512, a whole register of 16 lanes ([`Sixteen`]). Each output value is its own
+    /// chain of fused multiply-adds in either, so the width never changes a result. (The
+    /// scores stay on 8 lanes: there, 16 cost more shuffles than they saved.)
     trait Tile {
         type W: Copy;
         /// Lanes per register.
@@ -288,10 +288,8 @@ mod vector {
         unsafe fn mul_add(a: Self::W, b: Self::W, c: Self::W) -> Self::W;
     }
 
-    /// One [`Lanes`] vector per register.
-    struct Eight<L>(std::marker::PhantomData<L>);
-
-    impl<L: Lanes> Tile for Eight<L> {
+    /// A [`Lanes`] vector is a register of eight.
+    impl<L: Lanes> Tile for L {
         type W = L::V;
         const WIDTH: usize = 8;
 
