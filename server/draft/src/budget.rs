@@ -107,16 +107,27 @@ fn piecewise_linear(points: &[(usize, f64)], x: usize) -> f64 {
 }
 
 /// Buckets of the acceptance model: source x share of the parent's weight x
-/// depth x length of the context match that found the draft.
+/// depth x length of the context match that found the draft x place among
+/// its siblings (first, second, later: the model picks one child at most, and
+/// a second guess at the same position is accepted far less often than its
+/// share of the weight suggests).
 const SHARE_EDGES: [f32; 5] = [0.1, 0.25, 0.5, 0.75, 0.95];
 const DEPTH_BUCKETS: usize = 3;
 const MATCH_EDGES: [usize; 3] = [3, 5, 9];
-const BUCKETS: usize = Source::ALL.len() * (SHARE_EDGES.len() + 1) * DEPTH_BUCKETS * (MATCH_EDGES.len() + 1);
+const SIBLING_BUCKETS: usize = 3;
+const BUCKETS_PER_SOURCE: usize = (SHARE_EDGES.len() + 1) * DEPTH_BUCKETS * (MATCH_EDGES.len() + 1) * SIBLING_BUCKETS;
+const BUCKETS: usize = Source::ALL.len() * BUCKETS_PER_SOURCE;
+/// Groups of buckets (source x place among siblings) whose pooled rate is the
+/// prior of each of their buckets.
+const GROUPS: usize = Source::ALL.len() * SIBLING_BUCKETS;
+/// Weight, in verified nodes, of a group's rate in the rate of one of its buckets.
+const PRIOR_NODES: f64 = 2.0;
 
 /// Picks the verified tree size that maximises expected tokens per
 /// millisecond. A node's chance to be accepted is the product, along its
 /// branch, of learned conditional rates: how often a node of that bucket
-/// carried the model's choice when its parent was accepted.
+/// carried the model's choice when its parent was accepted. Siblings share
+/// one chance: the model's next token is at most one of them.
 #[derive(Clone, Debug)]
 pub struct CostAwareBudget {
     cost: CostModel,
@@ -131,6 +142,10 @@ impl CostAwareBudget {
         CostAwareBudget { cost, max_nodes, max_depth, accepted: vec![0.0; BUCKETS], tried: vec![0.0; BUCKETS] }
     }
 
+    fn group(bucket: usize) -> usize {
+        bucket / BUCKETS_PER_SOURCE * SIBLING_BUCKETS + bucket % SIBLING_BUCKETS
+    }
+
     fn bucket(tree: &DraftTree, node: usize) -> usize {
         let parent = tree.parents[node].expect("non-root node");
         let share = if tree.weights[parent] > 0.0 { tree.weights[node] / tree.weights[parent] } else { 0.0 };
@@ -142,14 +157,30 @@ impl CostAwareBudget {
         };
         let match_bucket = MATCH_EDGES.iter().take_while(|&&edge| tree.matched[node] >= edge).count();
         let source = Source::ALL.iter().position(|&s| s == tree.sources[node]).unwrap_or(0);
-        ((source * (SHARE_EDGES.len() + 1) + share_bucket) * DEPTH_BUCKETS + depth_bucket) * (MATCH_EDGES.len() + 1)
-            + match_bucket
+        let sibling_bucket = tree.sibling_ranks[node].min(SIBLING_BUCKETS - 1);
+        (((source * (SHARE_EDGES.len() + 1) + share_bucket) * DEPTH_BUCKETS + depth_bucket) * (MATCH_EDGES.len() + 1)
+            + match_bucket)
+            * SIBLING_BUCKETS
+            + sibling_bucket
     }
 
-    /// Laplace-smoothed conditional acceptance rate of a bucket: unknown
-    /// buckets start at 1/2, so they get tried.
-    fn rate(&self, bucket: usize) -> f64 {
-        (self.accepted[bucket] + 1.0) / (self.tried[bucket] + 2.0)
+    /// Laplace-smoothed conditional acceptance rate of each group of buckets:
+    /// unknown groups start at 1/2, so they get tried.
+    fn group_rates(&self) -> [f64; GROUPS] {
+        let mut counts = [(0.0, 0.0); GROUPS];
+        for (bucket, (&accepted, &tried)) in self.accepted.iter().zip(&self.tried).enumerate() {
+            let (group_accepted, group_tried) = &mut counts[Self::group(bucket)];
+            *group_accepted += accepted;
+            *group_tried += tried;
+        }
+        counts.map(|(accepted, tried)| (accepted + 1.0) / (tried + 2.0))
+    }
+
+    /// Conditional acceptance rate of a bucket, smoothed towards its group's
+    /// rate: a bucket seen a few times starts near what its source achieves at
+    /// that place among siblings (0.3 for some, 0.9 for others) instead of 1/2.
+    fn rate(&self, bucket: usize, group_rates: &[f64; GROUPS]) -> f64 {
+        (self.accepted[bucket] + PRIOR_NODES * group_rates[Self::group(bucket)]) / (self.tried[bucket] + PRIOR_NODES)
     }
 }
 
@@ -195,13 +226,18 @@ impl BudgetPolicy for CostAwareBudget {
     /// rates along the branch; a child never outranks its parent) and keeps
     /// the most likely ones, as many as maximise expected tokens per
     /// millisecond: for each tree size, the most likely nodes are the ones
-    /// that bring the most expected tokens.
+    /// that bring the most expected tokens. The rates of one parent's children
+    /// are claimed heaviest child first and never add up past 1.
     fn select(&mut self, tree: &DraftTree, cache_len: usize) -> Vec<usize> {
+        let group_rates = self.group_rates();
         let mut reach = vec![0.0f64; tree.len()];
         reach[0] = 1.0;
+        let mut unclaimed = vec![1.0f64; tree.len()];
         for node in 1..tree.len() {
             let parent = tree.parents[node].expect("non-root node");
-            reach[node] = reach[parent] * self.rate(Self::bucket(tree, node));
+            let rate = self.rate(Self::bucket(tree, node), &group_rates).min(unclaimed[parent]);
+            unclaimed[parent] -= rate;
+            reach[node] = reach[parent] * rate;
         }
         let mut order: Vec<usize> = (1..tree.len()).collect();
         order.sort_by(|&a, &b| reach[b].total_cmp(&reach[a]).then(tree.depths[a].cmp(&tree.depths[b])).then(a.cmp(&b)));
@@ -394,5 +430,43 @@ mod tests {
         }
         assert!(budget.select(&short, 256).is_empty());
         assert_eq!(budget.select(&long, 256).len(), 4);
+    }
+
+    #[test]
+    fn siblings_share_one_chance() {
+        // Four untried guesses for the same next token: the model picks at most one of them,
+        // so together they bring at most one expected token, not four halves.
+        let mut budget = budget(vec![(1, 10.0), (8, 24.0)], 8, 8);
+        let candidates: Vec<Candidate> = (1..=4)
+            .map(|token| Candidate { tokens: vec![token], weight: 1.0, source: Source::Repository, matched: 2 })
+            .collect();
+        let tree = build(0, &candidates, 64, 16);
+        assert_eq!(budget.select(&tree, 256).len(), 2);
+    }
+
+    #[test]
+    fn a_second_guess_is_judged_apart_from_the_first() {
+        let mut budget = budget(vec![(1, 10.0), (3, 12.0), (8, 40.0)], 8, 8);
+        let candidates = [
+            Candidate { tokens: vec![1], weight: 1.0, source: Source::Repository, matched: 2 },
+            Candidate { tokens: vec![2], weight: 1.0, source: Source::Repository, matched: 2 },
+        ];
+        let tree = build(0, &candidates, 64, 16);
+        assert_eq!(tree.sibling_ranks, vec![0, 0, 1]);
+        for _ in 0..50 {
+            budget.observe(&tree, &[0, 2]);
+        }
+        assert_eq!(budget.select(&tree, 256), vec![2]);
+    }
+
+    #[test]
+    fn a_new_bucket_starts_from_what_its_source_achieves() {
+        let mut budget = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
+        let (seen, unseen) = (chain_matched(&[1, 2, 3, 4], 2), chain_matched(&[5, 6, 7, 8], 12));
+        assert_eq!(budget.select(&unseen, 256).len(), 1, "a source never seen starts at 1/2");
+        for _ in 0..50 {
+            budget.observe(&seen, &[0, 1, 2, 3, 4]);
+        }
+        assert_eq!(budget.select(&unseen, 256).len(), 4);
     }
 }

@@ -23,6 +23,9 @@ pub struct DraftTree {
     pub sources: Vec<Source>,
     /// Longest context match among the candidates through each node.
     pub matched: Vec<usize>,
+    /// Each node's place among its parent's children in the merged
+    /// candidates, heaviest first (root: 0); kept when the tree is cut.
+    pub sibling_ranks: Vec<usize>,
 }
 
 impl DraftTree {
@@ -35,6 +38,7 @@ impl DraftTree {
             weights: vec![0.0],
             sources: vec![Source::Fixed],
             matched: vec![0],
+            sibling_ranks: vec![0],
         }
     }
 
@@ -89,6 +93,7 @@ impl DraftTree {
             weights: vec![],
             sources: vec![],
             matched: vec![],
+            sibling_ranks: vec![],
         };
         for node in (0..self.len()).filter(|&n| keep[n]) {
             new_index[node] = tree.tokens.len();
@@ -98,6 +103,7 @@ impl DraftTree {
             tree.weights.push(self.weights[node]);
             tree.sources.push(self.sources[node]);
             tree.matched.push(self.matched[node]);
+            tree.sibling_ranks.push(self.sibling_ranks[node]);
         }
         tree
     }
@@ -177,12 +183,13 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
         weights: vec![trie[0].weight],
         sources: vec![Source::Fixed],
         matched: vec![0],
+        sibling_ranks: vec![0],
     };
     let mut queue = std::collections::VecDeque::from([(0usize, 0usize)]);
     while let Some((trie_node, tree_node)) = queue.pop_front() {
         let mut children = trie[trie_node].children.clone();
         children.sort_by(|&a, &b| trie[b].weight.total_cmp(&trie[a].weight).then(a.cmp(&b)));
-        for child in children {
+        for (rank, child) in children.into_iter().enumerate() {
             let index = tree.tokens.len();
             tree.tokens.push(trie[child].token);
             tree.parents.push(Some(tree_node));
@@ -190,6 +197,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
             tree.weights.push(trie[child].weight);
             tree.sources.push(trie[child].source);
             tree.matched.push(trie[child].matched);
+            tree.sibling_ranks.push(rank);
             queue.push_back((child, index));
         }
     }
@@ -212,6 +220,7 @@ mod tests {
         assert_eq!(tree.parents, vec![None, Some(0), Some(0), Some(1), Some(3), Some(3)]);
         assert_eq!(tree.depths, vec![0, 1, 1, 2, 3, 3]);
         assert_eq!(tree.weights, vec![3.5, 3.0, 0.5, 3.0, 2.0, 1.0]);
+        assert_eq!(tree.sibling_ranks, vec![0, 0, 1, 0, 0, 1]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! adapts to its own workspace. An unusable file is logged and replaced at
 //! the next save.
 
+use super::Strategy;
 use crate::paths;
 use copilotd_draft::budget::AcceptanceCounts;
 use copilotd_model::ModelInfo;
@@ -20,10 +21,12 @@ struct Stored {
     tried: Vec<f64>,
 }
 
-/// Where the counts of this model (and tokenizer) are kept. The version is part of the key:
-/// another release may bucket nodes differently.
-pub fn file(info: &ModelInfo, tokenizer_fingerprint: u64) -> PathBuf {
-    let key = format!("{}|{}|{tokenizer_fingerprint:016x}|{}", info.name, info.weights, env!("CARGO_PKG_VERSION"));
+/// Where the counts of this model (and tokenizer) are kept for `strategy`: each strategy
+/// learns how its own trees fare. The version is part of the key: another release may
+/// bucket nodes differently.
+pub fn file(info: &ModelInfo, tokenizer_fingerprint: u64, strategy: Strategy) -> PathBuf {
+    let key =
+        format!("{}|{}|{tokenizer_fingerprint:016x}|{strategy}|{}", info.name, info.weights, env!("CARGO_PKG_VERSION"));
     let hash = copilotd_draft::checksum::of_bytes(key.as_bytes());
     paths::cache_dir().join("acceptance").join(format!("{hash:016x}.json"))
 }

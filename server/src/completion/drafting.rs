@@ -13,6 +13,7 @@ use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::pref_cache::PreferenceCache;
 use copilotd_draft::spectra::{SharedDictionaries, SpectraConfig, SpectraDrafter};
 use copilotd_model::Tokenizer;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -59,11 +60,12 @@ pub struct DraftSources {
     pub budget: BudgetSettings,
     /// SPECTRA-CORE's settings and dictionaries; `None`: internal speculation off.
     internal: Option<(SpectraConfig, SharedDictionaries)>,
-    /// Created at the first drafting request, once the cost model is known.
-    cost_aware: Option<CostAwareBudget>,
-    /// Where the budget's acceptance counts are kept across processes (the
+    /// One per strategy, created at its first drafting request once the cost model is
+    /// known: each strategy learns how its own trees fare, as if it were the only one used.
+    cost_aware: HashMap<Strategy, CostAwareBudget>,
+    /// Where each strategy's acceptance counts are kept across processes (the
     /// engine's own sources; `None`: learned in this process only).
-    pub acceptance_file: Option<PathBuf>,
+    pub acceptance_files: Option<Box<dyn Fn(Strategy) -> PathBuf + Send>>,
 }
 
 impl DraftSources {
@@ -75,8 +77,8 @@ impl DraftSources {
             fastcoder,
             budget,
             internal: Some((SpectraConfig::default(), SpectraConfig::default().dictionaries())),
-            cost_aware: None,
-            acceptance_file: None,
+            cost_aware: HashMap::new(),
+            acceptance_files: None,
         }
     }
 
@@ -87,40 +89,41 @@ impl DraftSources {
         self
     }
 
-    /// Whether `budget_policy` needs a cost model it does not have yet.
-    pub fn needs_cost_model(&self) -> bool {
-        self.budget.cost_aware && self.cost_aware.is_none()
+    /// Whether `budget_policy` needs a cost model it does not have yet for `strategy`.
+    pub fn needs_cost_model(&self, strategy: Strategy) -> bool {
+        self.budget.cost_aware && !self.cost_aware.contains_key(&strategy)
     }
 
-    /// Creates the cost-aware budget, starting from the acceptance counts
-    /// kept earlier if there are any.
-    pub fn set_cost_model(&mut self, cost: CostModel) {
+    /// Creates the cost-aware budget of `strategy`, starting from the acceptance counts
+    /// it kept earlier if there are any.
+    pub fn set_cost_model(&mut self, strategy: Strategy, cost: CostModel) {
         let mut policy = CostAwareBudget::new(cost, self.budget.max_nodes, self.budget.max_depth);
-        if let Some(counts) = self.acceptance_file.as_deref().and_then(acceptance::load) {
+        let kept = self.acceptance_files.as_ref().map(|file| file(strategy));
+        if let Some(counts) = kept.as_deref().and_then(acceptance::load) {
             if !policy.restore(counts) {
                 tracing::warn!("the kept acceptance counts do not fit this budget; starting from zero");
             }
         }
-        self.cost_aware = Some(policy);
+        self.cost_aware.insert(strategy, policy);
     }
 
-    /// Keeps what the cost-aware budget learned (when it has a file to keep it in).
-    pub fn save_acceptance(&self) {
-        if let (Some(path), Some(policy)) = (&self.acceptance_file, &self.cost_aware) {
-            acceptance::save(path, &policy.counts());
+    /// Keeps what the cost-aware budget of `strategy` learned (when it has a file to keep it in).
+    pub fn save_acceptance(&self, strategy: Strategy) {
+        if let (Some(file), Some(policy)) = (&self.acceptance_files, self.cost_aware.get(&strategy)) {
+            acceptance::save(&file(strategy), &policy.counts());
         }
     }
 
-    /// The budget policy for the next request. `fixed` is used when the
+    /// The budget policy for the next request of `strategy`. `fixed` is used when the
     /// policy is not cost-aware, and holds [`UNCALIBRATED`] while the cost-aware one has no
     /// cost model yet.
-    pub fn budget_policy<'a>(&'a mut self, fixed: &'a mut FixedBudget) -> &'a mut dyn BudgetPolicy {
+    pub fn budget_policy<'a>(&'a mut self, strategy: Strategy, fixed: &'a mut FixedBudget) -> &'a mut dyn BudgetPolicy {
         *fixed = FixedBudget { nodes: self.budget.max_nodes, depth: self.budget.max_depth };
-        if self.needs_cost_model() {
+        if self.needs_cost_model(strategy) {
             *fixed =
                 FixedBudget { nodes: fixed.nodes.min(UNCALIBRATED.nodes), depth: fixed.depth.min(UNCALIBRATED.depth) };
         }
-        match (&mut self.cost_aware, self.budget.cost_aware) {
+        match (self.cost_aware.get_mut(&strategy), self.budget.cost_aware) {
             (Some(policy), true) => policy,
             _ => fixed,
         }
@@ -212,15 +215,18 @@ mod tests {
         use copilotd_draft::budget::CostCurve;
         let mut sources = DraftSources::new(FastCoderConfig::default(), BudgetSettings::default());
         let mut fixed = FixedBudget { nodes: 0, depth: 0 };
-        assert_eq!(sources.budget_policy(&mut fixed).limits(), (UNCALIBRATED.nodes, UNCALIBRATED.depth));
+        let uncalibrated = (UNCALIBRATED.nodes, UNCALIBRATED.depth);
+        assert_eq!(sources.budget_policy(Strategy::Auto, &mut fixed).limits(), uncalibrated);
         let curve = CostCurve::new(vec![(1, 10.0), (32, 40.0)]).unwrap();
-        sources.set_cost_model(CostModel::new(vec![(256, curve)]).unwrap());
+        sources.set_cost_model(Strategy::Auto, CostModel::new(vec![(256, curve)]).unwrap());
         let defaults = BudgetSettings::default();
-        let (nodes, depth) = sources.budget_policy(&mut fixed).limits();
+        let (nodes, depth) = sources.budget_policy(Strategy::Auto, &mut fixed).limits();
         assert!(nodes >= defaults.max_nodes && depth == defaults.max_depth, "the cost-aware policy: {nodes}, {depth}");
+        assert!(sources.needs_cost_model(Strategy::Pld), "each strategy has its own budget");
+        assert_eq!(sources.budget_policy(Strategy::Pld, &mut fixed).limits(), uncalibrated);
         // Not cost-aware: the configured fixed tree, measured or not.
         let fixed_settings = BudgetSettings { cost_aware: false, ..defaults };
         let mut plain = DraftSources::new(FastCoderConfig::default(), fixed_settings);
-        assert_eq!(plain.budget_policy(&mut fixed).limits(), (defaults.max_nodes, defaults.max_depth));
+        assert_eq!(plain.budget_policy(Strategy::Auto, &mut fixed).limits(), (defaults.max_nodes, defaults.max_depth));
     }
 }

@@ -206,7 +206,9 @@ impl Completer {
         let tokenizer = model.tokenizer().clone();
         let info = model.info().clone();
         let mut sources = DraftSources::new(settings.fastcoder.clone(), settings.budget);
-        sources.acceptance_file = Some(acceptance::file(&info, tokenizer.fingerprint()));
+        let (acceptance_info, fingerprint) = (info.clone(), tokenizer.fingerprint());
+        sources.acceptance_files =
+            Some(Box::new(move |strategy| acceptance::file(&acceptance_info, fingerprint, strategy)));
         Completer {
             session: Session::new(LoadedModel(model)),
             tokenizer,
@@ -359,15 +361,18 @@ impl Completer {
         };
         let hooks = DecodeHooks { stop: &mut stop, cancel };
         let mut drafter = self.sources.drafter(request.strategy, &self.tokenizer)?;
-        if let Some(cost) = self.cost_model.as_ref().filter(|_| drafter.is_some() && self.sources.needs_cost_model()) {
-            self.sources.set_cost_model(cost.clone());
+        let strategy = request.strategy;
+        if let Some(cost) =
+            self.cost_model.as_ref().filter(|_| drafter.is_some() && self.sources.needs_cost_model(strategy))
+        {
+            self.sources.set_cost_model(strategy, cost.clone());
         }
         let drafter = drafter.as_mut().map(|d| d.as_mut() as &mut dyn Drafter);
         let mut fixed = FixedBudget { nodes: 0, depth: 0 };
-        let budget = self.sources.budget_policy(&mut fixed);
+        let budget = self.sources.budget_policy(strategy, &mut fixed);
         let generation = self.session.generate(&prompt.tokens, &options, drafter, budget, hooks)?;
         if request.strategy != Strategy::Ar {
-            self.sources.save_acceptance();
+            self.sources.save_acceptance(strategy);
         }
         let decoded = self.tokenizer.decode(&generation.tokens)?;
         let text = rules.apply(after_cursor(&decoded, &healed)).0.to_string();
