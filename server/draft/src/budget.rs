@@ -115,13 +115,8 @@ const SHARE_EDGES: [f32; 5] = [0.1, 0.25, 0.5, 0.75, 0.95];
 const DEPTH_BUCKETS: usize = 3;
 const MATCH_EDGES: [usize; 3] = [3, 5, 9];
 const SIBLING_BUCKETS: usize = 3;
-const BUCKETS_PER_SOURCE: usize = (SHARE_EDGES.len() + 1) * DEPTH_BUCKETS * (MATCH_EDGES.len() + 1) * SIBLING_BUCKETS;
-const BUCKETS: usize = Source::ALL.len() * BUCKETS_PER_SOURCE;
-/// Groups of buckets (source x place among siblings) whose pooled rate is the
-/// prior of each of their buckets.
-const GROUPS: usize = Source::ALL.len() * SIBLING_BUCKETS;
-/// Weight, in verified nodes, of a group's rate in the rate of one of its buckets.
-const PRIOR_NODES: f64 = 2.0;
+const BUCKETS: usize =
+    Source::ALL.len() * (SHARE_EDGES.len() + 1) * DEPTH_BUCKETS * (MATCH_EDGES.len() + 1) * SIBLING_BUCKETS;
 
 /// Picks the verified tree size that maximises expected tokens per
 /// millisecond. A node's chance to be accepted is the product, along its
@@ -142,10 +137,6 @@ impl CostAwareBudget {
         CostAwareBudget { cost, max_nodes, max_depth, accepted: vec![0.0; BUCKETS], tried: vec![0.0; BUCKETS] }
     }
 
-    fn group(bucket: usize) -> usize {
-        bucket / BUCKETS_PER_SOURCE * SIBLING_BUCKETS + bucket % SIBLING_BUCKETS
-    }
-
     fn bucket(tree: &DraftTree, node: usize) -> usize {
         let parent = tree.parents[node].expect("non-root node");
         let share = if tree.weights[parent] > 0.0 { tree.weights[node] / tree.weights[parent] } else { 0.0 };
@@ -164,23 +155,10 @@ impl CostAwareBudget {
             + sibling_bucket
     }
 
-    /// Laplace-smoothed conditional acceptance rate of each group of buckets:
-    /// unknown groups start at 1/2, so they get tried.
-    fn group_rates(&self) -> [f64; GROUPS] {
-        let mut counts = [(0.0, 0.0); GROUPS];
-        for (bucket, (&accepted, &tried)) in self.accepted.iter().zip(&self.tried).enumerate() {
-            let (group_accepted, group_tried) = &mut counts[Self::group(bucket)];
-            *group_accepted += accepted;
-            *group_tried += tried;
-        }
-        counts.map(|(accepted, tried)| (accepted + 1.0) / (tried + 2.0))
-    }
-
-    /// Conditional acceptance rate of a bucket, smoothed towards its group's
-    /// rate: a bucket seen a few times starts near what its source achieves at
-    /// that place among siblings (0.3 for some, 0.9 for others) instead of 1/2.
-    fn rate(&self, bucket: usize, group_rates: &[f64; GROUPS]) -> f64 {
-        (self.accepted[bucket] + PRIOR_NODES * group_rates[Self::group(bucket)]) / (self.tried[bucket] + PRIOR_NODES)
+    /// Laplace-smoothed conditional acceptance rate of a bucket: unknown
+    /// buckets start at 1/2, so they get tried.
+    fn rate(&self, bucket: usize) -> f64 {
+        (self.accepted[bucket] + 1.0) / (self.tried[bucket] + 2.0)
     }
 }
 
@@ -229,13 +207,12 @@ impl BudgetPolicy for CostAwareBudget {
     /// that bring the most expected tokens. The rates of one parent's children
     /// are claimed heaviest child first and never add up past 1.
     fn select(&mut self, tree: &DraftTree, cache_len: usize) -> Vec<usize> {
-        let group_rates = self.group_rates();
         let mut reach = vec![0.0f64; tree.len()];
         reach[0] = 1.0;
         let mut unclaimed = vec![1.0f64; tree.len()];
         for node in 1..tree.len() {
             let parent = tree.parents[node].expect("non-root node");
-            let rate = self.rate(Self::bucket(tree, node), &group_rates).min(unclaimed[parent]);
+            let rate = self.rate(Self::bucket(tree, node)).min(unclaimed[parent]);
             unclaimed[parent] -= rate;
             reach[node] = reach[parent] * rate;
         }
@@ -457,16 +434,5 @@ mod tests {
             budget.observe(&tree, &[0, 2]);
         }
         assert_eq!(budget.select(&tree, 256), vec![2]);
-    }
-
-    #[test]
-    fn a_new_bucket_starts_from_what_its_source_achieves() {
-        let mut budget = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
-        let (seen, unseen) = (chain_matched(&[1, 2, 3, 4], 2), chain_matched(&[5, 6, 7, 8], 12));
-        assert_eq!(budget.select(&unseen, 256).len(), 1, "a source never seen starts at 1/2");
-        for _ in 0..50 {
-            budget.observe(&seen, &[0, 1, 2, 3, 4]);
-        }
-        assert_eq!(budget.select(&unseen, 256).len(), 4);
     }
 }
