@@ -13,7 +13,10 @@
 //! and bracket. The oracle remembers the last such point (the *anchor*) and,
 //! while the text keeps growing past it, parses only from there. (Incremental
 //! re-parsing with an edited tree saved little here: the unfinished tail keeps
-//! the enclosing definitions in error recovery.)
+//! the enclosing definitions in error recovery.) A text it has not seen starts
+//! at the last top-level `def`, `class`, decorator or import before the cursor,
+//! not at the top: such a line is outside every string and bracket in all but
+//! contrived code (a docstring quoting one at column 0).
 
 use anyhow::{anyhow, Result};
 use std::time::{Duration, Instant};
@@ -50,6 +53,9 @@ pub struct LineStartOracle {
     /// `text`, only the text check decides (no time is spent failing again).
     gave_up: bool,
     budget: Duration,
+    /// Whether a text it has not seen is parsed from its last top-level line
+    /// (`false`: from the top, as the tests' reference).
+    start_at_top_level: bool,
 }
 
 impl LineStartOracle {
@@ -58,7 +64,14 @@ impl LineStartOracle {
         parser
             .set_language(&tree_sitter_python::LANGUAGE.into())
             .map_err(|e| anyhow!("cannot load the tree-sitter Python grammar: {e}"))?;
-        Ok(LineStartOracle { parser, text: String::new(), anchor: 0, gave_up: false, budget: DEFAULT_BUDGET })
+        Ok(LineStartOracle {
+            parser,
+            text: String::new(),
+            anchor: 0,
+            gave_up: false,
+            budget: DEFAULT_BUDGET,
+            start_at_top_level: true,
+        })
     }
 
     /// Bounds the time of one parse; past it, only the text check decides
@@ -95,8 +108,11 @@ impl LineStartOracle {
             return text_only;
         }
         self.gave_up = false;
-        if self.anchor > text.len() || text.as_bytes()[..self.anchor] != self.text.as_bytes()[..self.anchor] {
-            self.anchor = 0;
+        if self.anchor == 0
+            || self.anchor > text.len()
+            || text.as_bytes()[..self.anchor] != self.text.as_bytes()[..self.anchor]
+        {
+            self.anchor = if self.start_at_top_level { last_top_level_line(text, line_start) } else { 0 };
         }
         self.text.clear();
         self.text.push_str(text);
@@ -135,6 +151,18 @@ impl LineStartOracle {
         }
         tree
     }
+}
+
+/// The start of the last line before byte `limit` that opens a top-level
+/// definition, decorator or import (0 when there is none).
+fn last_top_level_line(text: &str, limit: usize) -> usize {
+    const OPENERS: [&str; 6] = ["def ", "class ", "async def ", "@", "import ", "from "];
+    text[..limit]
+        .rmatch_indices('\n')
+        .map(|(newline, _)| newline + 1)
+        .filter(|&start| start < limit)
+        .find(|&start| OPENERS.iter().any(|opener| text[start..].starts_with(opener)))
+        .unwrap_or(0)
 }
 
 /// Classifies the probe at byte `probe` of the parsed window.
@@ -260,15 +288,20 @@ mod tests {
         LineStartOracle::new().unwrap().with_budget(Duration::from_secs(60))
     }
 
+    /// The classification of a parse of the whole text.
     fn classify(text: &str) -> LinePosition {
-        oracle().classify(text)
+        whole_text_oracle().classify(text)
+    }
+
+    fn whole_text_oracle() -> LineStartOracle {
+        LineStartOracle { start_at_top_level: false, ..oracle() }
     }
 
     #[test]
     fn out_of_budget_falls_back_to_the_text_check() {
         // Budget checks happen every few hundred parser operations, so the
         // text must be long enough to reach one.
-        let docstring = format!("{}def f():\n    \"\"\"Summary.\n\n    ", "x = [1, 2]\n".repeat(2000));
+        let docstring = format!("def f():\n{}    \"\"\"Summary.\n\n    ", "    x = [1, 2]\n".repeat(2000));
         assert_eq!(oracle().classify(&docstring), LinePosition::InString);
         let mut o = LineStartOracle::new().unwrap().with_budget(Duration::ZERO);
         assert_eq!(o.classify(&docstring), LinePosition::Statement);
@@ -319,6 +352,17 @@ mod tests {
     }
 
     #[test]
+    fn an_unseen_text_is_parsed_from_its_last_top_level_line() {
+        let text = "import os\n\nclass A:\n    x = (1,\n)\n\n\ndef f(a,\n      b):\n    s = \"\"\"\n    text\n    ";
+        let mut fresh = oracle();
+        assert_eq!(fresh.classify(text), LinePosition::InString);
+        assert_eq!(fresh.anchor, text.find("def f").unwrap());
+        assert_eq!(classify(text), LinePosition::InString);
+        let statement = "import os\n\ndef f(a):\n    return a\n\n";
+        assert_eq!(oracle().classify(statement), classify(statement));
+    }
+
+    #[test]
     fn windowed_parsing_agrees_with_whole_text_parses() {
         let src = "import os\n\n\nclass Config:\n    \"\"\"Settings.\n\n    More text (here.\n    \"\"\"\n\n    def load(self, path):\n        with open(path) as f:\n            data = f.read(\n                )\n        return data\n";
         let mut windowed = oracle();
@@ -343,7 +387,7 @@ mod tests {
             let src = std::fs::read_to_string(path).unwrap();
             let src = &src[..src.len().min(30_000)];
             let mut windowed = oracle();
-            let mut fresh = oracle();
+            let mut fresh = whole_text_oracle();
             for (i, _) in src.match_indices('\n') {
                 let line = &src[i + 1..];
                 let indent = line.len() - line.trim_start_matches([' ', '\t']).len();

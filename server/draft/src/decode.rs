@@ -130,7 +130,7 @@ fn restrict(logits: &mut [f32], allowed: &[u32]) {
 pub struct DecodeHooks<'a> {
     /// Called with all tokens generated so far after each new token; `true`
     /// stops generation after that token.
-    pub stop: &'a mut dyn FnMut(&[u32]) -> bool,
+    pub stop: &'a mut (dyn FnMut(&[u32]) -> bool + Send),
     /// Checked once per step; once cancelled, the generation ends with
     /// [`DecodeError::Cancelled`].
     pub cancel: &'a CancelToken,

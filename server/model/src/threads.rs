@@ -40,7 +40,9 @@ pub fn effective() -> usize {
     pool().current_num_threads()
 }
 
-/// Runs `op` on a worker of the pool (directly, when already on one).
+/// Runs `op` on a worker of the pool (directly, when already on one). A whole generation
+/// runs there too: the work between forward passes (drafting, verifying) then has a core
+/// while the other workers spin down, instead of competing with all of them for one.
 pub fn run<R: Send>(op: impl FnOnce() -> R + Send) -> R {
     pool().install(op)
 }

@@ -1,25 +1,21 @@
 //! The drafting sources of the engine and the drafter each strategy uses.
 
+use super::line_start::LineStartCheck;
 use super::{acceptance, Strategy};
-use crate::syntax::LineStartOracle;
 use crate::workspace::Repository;
 use anyhow::{bail, Result};
 use copilotd_draft::budget::{BudgetPolicy, CostAwareBudget, CostModel, FixedBudget};
 use copilotd_draft::combined::Combined;
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::drafter::Drafter;
-use copilotd_draft::fastcoder::{FastCoderConfig, FastCoderDrafter, LineStartFn};
+use copilotd_draft::fastcoder::{FastCoderConfig, FastCoderDrafter};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::pref_cache::PreferenceCache;
 use copilotd_draft::spectra::{SharedDictionaries, SpectraConfig, SpectraDrafter};
 use copilotd_model::Tokenizer;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-
-/// Tokens decoded to check whether the context ends on a blank line before
-/// the (costlier) full parse.
-const LINE_TAIL_TOKENS: usize = 16;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// How big draft trees are.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -66,6 +62,9 @@ pub struct DraftSources {
     /// Where each strategy's acceptance counts are kept across processes (the
     /// engine's own sources; `None`: learned in this process only).
     pub acceptance_files: Option<Box<dyn Fn(Strategy) -> PathBuf + Send>>,
+    /// FastCoder's line-start check, made at the first drafting request and shared by
+    /// all after it (`None` inside: no Python grammar, skip tokens off).
+    line_start: OnceLock<Option<Arc<Mutex<LineStartCheck>>>>,
 }
 
 impl DraftSources {
@@ -79,6 +78,7 @@ impl DraftSources {
             internal: Some((SpectraConfig::default(), SpectraConfig::default().dictionaries())),
             cost_aware: HashMap::new(),
             acceptance_files: None,
+            line_start: OnceLock::new(),
         }
     }
 
@@ -165,31 +165,20 @@ impl DraftSources {
     fn fastcoder_drafter(&self, config: FastCoderConfig, tokenizer: &Tokenizer) -> FastCoderDrafter {
         let stores: Vec<_> = self.repository.iter().map(|repository| repository.store.clone()).collect();
         let drafter = FastCoderDrafter::new(config, stores, self.common.clone(), self.cache.clone());
-        match LineStartOracle::new() {
-            Ok(oracle) => drafter.with_line_start(line_start_fn(tokenizer.clone(), oracle)),
+        let check = self.line_start.get_or_init(|| match LineStartCheck::new(tokenizer.clone()) {
+            Ok(check) => Some(Arc::new(Mutex::new(check))),
             Err(error) => {
                 tracing::warn!("line-start detection unavailable, skip tokens off: {error:#}");
-                drafter
+                None
             }
+        });
+        match check.clone() {
+            Some(check) => drafter.with_line_start(Box::new(move |context: &[u32]| {
+                check.lock().is_ok_and(|mut check| check.at_code_line_start(context))
+            })),
+            None => drafter,
         }
     }
-}
-
-/// Decides, from token ids, whether the context ends where a Python code
-/// line begins (a statement or a continuation line; not in a string).
-fn line_start_fn(tokenizer: Tokenizer, mut oracle: LineStartOracle) -> LineStartFn {
-    Box::new(move |context: &[u32]| {
-        let tail = &context[context.len().saturating_sub(LINE_TAIL_TOKENS)..];
-        let Ok(tail_text) = tokenizer.decode(tail) else { return false };
-        let line = tail_text.rsplit('\n').next().unwrap_or("");
-        if !tail_text.contains('\n') || !line.trim().is_empty() {
-            return false;
-        }
-        match tokenizer.decode(context) {
-            Ok(text) => oracle.at_code_line_start(&text),
-            Err(_) => false,
-        }
-    })
 }
 
 #[cfg(test)]

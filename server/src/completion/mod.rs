@@ -8,6 +8,7 @@ pub mod common;
 pub mod drafting;
 pub mod error;
 pub mod feedback;
+pub mod line_start;
 pub mod model_adapter;
 pub mod prompt;
 pub mod repo_context;
@@ -370,7 +371,10 @@ impl Completer {
         let drafter = drafter.as_mut().map(|d| d.as_mut() as &mut dyn Drafter);
         let mut fixed = FixedBudget { nodes: 0, depth: 0 };
         let budget = self.sources.budget_policy(strategy, &mut fixed);
-        let generation = self.session.generate(&prompt.tokens, &options, drafter, budget, hooks)?;
+        let session = &mut self.session;
+        let generation = copilotd_model::run_on_model_threads(|| {
+            session.generate(&prompt.tokens, &options, drafter, budget, hooks)
+        })?;
         if request.strategy != Strategy::Ar {
             self.sources.save_acceptance(strategy);
         }
