@@ -118,6 +118,16 @@ const SIBLING_BUCKETS: usize = 3;
 const BUCKETS: usize =
     Source::ALL.len() * (SHARE_EDGES.len() + 1) * DEPTH_BUCKETS * (MATCH_EDGES.len() + 1) * SIBLING_BUCKETS;
 
+/// Groups of buckets: source x depth x place among siblings (a bucket without
+/// its share and match length). A bucket with few verified nodes of its own
+/// leans on its group's rate.
+const GROUPS: usize = Source::ALL.len() * DEPTH_BUCKETS * SIBLING_BUCKETS;
+/// Verified nodes' worth of weight that a bucket's rate gives its group's rate.
+const BUCKET_PRIOR: f64 = 2.0;
+/// Verified nodes' worth of weight that a group's rate gives 1/2: tens of misses
+/// are needed before a kind of draft stops being tried.
+const GROUP_PRIOR: f64 = 20.0;
+
 /// Picks the verified tree size that maximises expected tokens per
 /// millisecond. A node's chance to be accepted is the product, along its
 /// branch, of learned conditional rates: how often a node of that bucket
@@ -130,11 +140,22 @@ pub struct CostAwareBudget {
     max_depth: usize,
     accepted: Vec<f64>,
     tried: Vec<f64>,
+    /// Sums of `accepted` and `tried` over each group's buckets.
+    group_accepted: Vec<f64>,
+    group_tried: Vec<f64>,
 }
 
 impl CostAwareBudget {
     pub fn new(cost: CostModel, max_nodes: usize, max_depth: usize) -> CostAwareBudget {
-        CostAwareBudget { cost, max_nodes, max_depth, accepted: vec![0.0; BUCKETS], tried: vec![0.0; BUCKETS] }
+        CostAwareBudget {
+            cost,
+            max_nodes,
+            max_depth,
+            accepted: vec![0.0; BUCKETS],
+            tried: vec![0.0; BUCKETS],
+            group_accepted: vec![0.0; GROUPS],
+            group_tried: vec![0.0; GROUPS],
+        }
     }
 
     fn bucket(tree: &DraftTree, node: usize) -> usize {
@@ -155,10 +176,34 @@ impl CostAwareBudget {
             + sibling_bucket
     }
 
-    /// Laplace-smoothed conditional acceptance rate of a bucket: unknown
-    /// buckets start at 1/2, so they get tried.
+    /// The group of a bucket (see [`GROUPS`]), from the bucket's index.
+    fn group(bucket: usize) -> usize {
+        let sibling = bucket % SIBLING_BUCKETS;
+        let depth = bucket / SIBLING_BUCKETS / (MATCH_EDGES.len() + 1) % DEPTH_BUCKETS;
+        let source = bucket / SIBLING_BUCKETS / (MATCH_EDGES.len() + 1) / DEPTH_BUCKETS / (SHARE_EDGES.len() + 1);
+        (source * DEPTH_BUCKETS + depth) * SIBLING_BUCKETS + sibling
+    }
+
+    /// A bucket's conditional acceptance rate, smoothed towards its group's,
+    /// which is smoothed towards 1/2. Most buckets see few nodes; with a
+    /// prior of 1/2 each, every new kind of second guess was priced at one
+    /// chance in two, though second guesses pass one time in ten. Leaning on
+    /// the group, a new bucket starts from what its kind of draft earned.
     fn rate(&self, bucket: usize) -> f64 {
-        (self.accepted[bucket] + 1.0) / (self.tried[bucket] + 2.0)
+        let group = Self::group(bucket);
+        let group_rate = (self.group_accepted[group] + GROUP_PRIOR / 2.0) / (self.group_tried[group] + GROUP_PRIOR);
+        (self.accepted[bucket] + BUCKET_PRIOR * group_rate) / (self.tried[bucket] + BUCKET_PRIOR)
+    }
+
+    /// Counts one verified node of `bucket` whose parent was accepted.
+    fn count(&mut self, bucket: usize, accepted: bool) {
+        let group = Self::group(bucket);
+        self.tried[bucket] += 1.0;
+        self.group_tried[group] += 1.0;
+        if accepted {
+            self.accepted[bucket] += 1.0;
+            self.group_accepted[group] += 1.0;
+        }
     }
 }
 
@@ -184,6 +229,12 @@ impl CostAwareBudget {
             && counts.accepted.iter().zip(&counts.tried).all(|(&a, &t)| a.is_finite() && a >= 0.0 && t >= a);
         if fits {
             (self.accepted, self.tried) = (counts.accepted, counts.tried);
+            self.group_accepted = vec![0.0; GROUPS];
+            self.group_tried = vec![0.0; GROUPS];
+            for bucket in 0..BUCKETS {
+                self.group_accepted[Self::group(bucket)] += self.accepted[bucket];
+                self.group_tried[Self::group(bucket)] += self.tried[bucket];
+            }
         }
         fits
     }
@@ -239,11 +290,7 @@ impl BudgetPolicy for CostAwareBudget {
         for node in 1..tree.len() {
             let parent = tree.parents[node].expect("non-root node");
             if on_path[parent] {
-                let bucket = Self::bucket(tree, node);
-                self.tried[bucket] += 1.0;
-                if on_path[node] {
-                    self.accepted[bucket] += 1.0;
-                }
+                self.count(Self::bucket(tree, node), on_path[node]);
             }
         }
     }
@@ -434,5 +481,59 @@ mod tests {
             budget.observe(&tree, &[0, 2]);
         }
         assert_eq!(budget.select(&tree, 256), vec![2]);
+    }
+
+    /// The buckets of a tree's nodes, in node order.
+    fn buckets(tree: &DraftTree) -> Vec<usize> {
+        (1..tree.len()).map(|node| CostAwareBudget::bucket(tree, node)).collect()
+    }
+
+    #[test]
+    fn a_new_bucket_starts_from_what_its_kind_of_draft_earned() {
+        let mut budget = budget(vec![(1, 10.0), (8, 24.0)], 8, 8);
+        let guess = |token, weight, source| Candidate { tokens: vec![token], weight, source, matched: 2 };
+        // Second guesses of the repository store (a quarter of the weight) never pass.
+        let seen = build(0, &[guess(1, 3.0, Source::Repository), guess(2, 1.0, Source::Repository)], 64, 16);
+        for _ in 0..40 {
+            budget.observe(&seen, &[0, 1]);
+        }
+        // A second guess with half the weight is another bucket of the same group.
+        let new = build(0, &[guess(3, 1.0, Source::Repository), guess(4, 1.0, Source::Repository)], 64, 16);
+        let [first, second] = buckets(&new)[..] else { panic!("two nodes") };
+        assert!(!buckets(&seen).contains(&second));
+        assert!(budget.rate(second) < 0.3, "{}", budget.rate(second));
+        assert!(budget.rate(first) > 0.7, "{}", budget.rate(first));
+        // Another source's second guesses have learned nothing.
+        let other = build(0, &[guess(3, 1.0, Source::Common), guess(4, 1.0, Source::Common)], 64, 16);
+        assert_eq!(budget.rate(buckets(&other)[1]), 0.5);
+    }
+
+    #[test]
+    fn a_few_early_misses_do_not_stop_a_kind_of_draft_from_being_tried() {
+        let mut budget = budget(vec![(1, 10.0), (8, 24.0)], 8, 8);
+        let seen = chain_matched(&[1], 2);
+        for _ in 0..10 {
+            budget.observe(&seen, &[0]);
+        }
+        let untried = chain_matched(&[1], 7);
+        assert_ne!(buckets(&seen), buckets(&untried));
+        assert!(budget.rate(buckets(&untried)[0]) > 0.3);
+    }
+
+    #[test]
+    fn group_rates_are_rebuilt_from_restored_counts() {
+        let mut learned = budget(vec![(1, 10.0), (8, 24.0)], 8, 8);
+        let tree =
+            build(0, &[Candidate { tokens: vec![1, 2], weight: 1.0, source: Source::Prompt, matched: 4 }], 64, 16);
+        for _ in 0..5 {
+            learned.observe(&tree, &[0, 1]);
+        }
+        let mut restored = budget(vec![(1, 10.0), (8, 24.0)], 8, 8);
+        assert!(restored.restore(learned.counts()));
+        assert!(restored.restore(learned.counts()));
+        let untried = chain_matched(&[5], 9);
+        for bucket in buckets(&tree).into_iter().chain(buckets(&untried)) {
+            assert_eq!(restored.rate(bucket), learned.rate(bucket));
+        }
     }
 }
