@@ -139,6 +139,47 @@ fn typing_what_was_suggested_is_answered_from_the_suggestion() {
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 
+#[test]
+fn a_generation_cancelled_by_a_keystroke_answers_the_requests_that_follow_it() {
+    let model = model_path();
+    let _serial = serial();
+    let max_tokens = 64;
+    let mut harness = start(None, options(&model, max_tokens));
+    let client = &mut harness.client;
+    let (reference, typed_in) = ("file:///tmp/copilotd-carry/reference.py", "file:///tmp/copilotd-carry/typed.py");
+    open(client, reference, ENDLESS);
+    open(client, typed_in, ENDLESS);
+    let end = (11, 5);
+    // What the model suggests at the cursor, from another document with the same text (so the
+    // prompt below is cached, and the request decodes at once).
+    let suggestion = complete(client, reference, end.0, end.1);
+    let stats = last_stats(client);
+    assert_eq!(stats["new_tokens"], max_tokens, "premise: the buffer is continued to the limit: {stats}");
+    let decode = std::time::Duration::from_secs_f64(stats["decode_ms"].as_f64().unwrap() / 1000.0);
+    let generated = status(client)["generatedTokens"].as_u64().unwrap();
+
+    // A request cancelled while it decodes, as the next keystroke cancels it in an editor:
+    // answered RequestCancelled, while its generation runs on.
+    let id = request_completion(client, typed_in, end.0, end.1);
+    std::thread::sleep(decode / 4);
+    client.notify("$/cancelRequest", json!({"id": id})).unwrap();
+    assert_eq!(error_code(&client.response(id, QUICK).unwrap()), Some(-32800), "premise: cancelled while decoding");
+    // The person types what it predicts: the next request is answered from it, with no
+    // decoding of its own.
+    let typed: String = suggestion.chars().take(2).collect();
+    for (i, ch) in typed.chars().enumerate() {
+        let at = (end.0, end.1 + i as u32);
+        change(client, typed_in, 2 + i as i32, at, at, &ch.to_string());
+    }
+    let rest = complete(client, typed_in, end.0, end.1 + 2);
+    assert_eq!(rest, suggestion[typed.len()..], "the rest of the carried generation's suggestion");
+    let after = status(client);
+    assert_eq!(after["last"]["stop"], "typed_through", "{after}");
+    let carried = after["generatedTokens"].as_u64().unwrap() - generated;
+    assert_eq!(carried, max_tokens as u64, "one generation, the cancelled one, to its end");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
 /// The persisted preference cache of the workspace in `harness`'s private cache directory.
 fn preferences_file(home: &Path) -> std::path::PathBuf {
     let workspaces = home.join("cache/copilotd/workspaces");
@@ -205,9 +246,10 @@ fn cancelled_and_superseded_requests_stop_promptly() {
     let stats = last_stats(client);
     assert_eq!(stats["new_tokens"], full_tokens, "premise: the buffer is continued to the limit: {stats}");
 
-    // $/cancelRequest: answered with RequestCancelled, and the model is free again within a
-    // decode step: a 1-token request on an identical buffer (prompt fully reused) is answered
-    // long before the cancelled generation would have ended.
+    // $/cancelRequest: answered with RequestCancelled at once. Its generation runs on only
+    // while it could answer what comes next (see the test above): a request with other
+    // settings (1 token, on an identical buffer, so the prompt is fully reused) stops it within
+    // a decode step, and is answered long before the cancelled generation would have ended.
     let id = request_completion(client, a, end.0, end.1);
     std::thread::sleep(full / 8);
     let cancelled_at = Instant::now();

@@ -59,6 +59,10 @@ pub struct TaskRun {
 pub struct RepoBench<'a> {
     pub packages: &'a [Package],
     pub tasks_per_package: usize,
+    /// Tasks per package completed by every variant before the measured ones and not
+    /// reported (other functions of the same package): the daemon a person has used for a
+    /// while, whose stores, cache and acceptance counts have seen the workspace.
+    pub warmup_tasks_per_package: usize,
     pub max_tokens: usize,
     /// Greedy, or sampling for every variant alike.
     pub sampling: Sampling,
@@ -69,16 +73,22 @@ pub struct RepoBench<'a> {
 }
 
 /// Runs every variant on every task; `ar` must be the first variant.
+///
+/// Each variant's budget keeps its acceptance counts from one package to the next the way
+/// the product keeps them from one process to the next (per model and strategy, in files,
+/// here in a directory of this run's own): a variant starts a package from what it learned
+/// on the packages before, as a daemon starts a workspace.
 pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&TaskRun)) -> Result<Vec<TaskRun>> {
     anyhow::ensure!(bench.variants.first().is_some_and(|v| v.strategy == Strategy::Ar), "the first variant must be ar");
     let tokenizer = completer.tokenizer().clone();
     let tokenize = move |text: &str| tokenizer.encode(text);
     let walk = WalkConfig::new(&["python".to_string()], &[])?;
+    let acceptance = tempfile::tempdir()?;
     let mut runs = Vec::new();
     for package in bench.packages {
         let root = packages::unpacked(package, bench.cache)?;
-        let all_tasks = tasks::find_tasks(&root)?;
-        let chosen = tasks::spread(all_tasks, bench.tasks_per_package);
+        let (chosen, warmup) =
+            split_tasks(tasks::find_tasks(&root)?, bench.tasks_per_package, bench.warmup_tasks_per_package);
         let scratch = tempfile::tempdir()?;
         let (store, _) = index_workspace(&root, &walk, &tokenize, &scratch.path().join("repo.store"), &|_, _| {})
             .with_context(|| format!("cannot index {}", package.label()))?;
@@ -88,13 +98,23 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
         let mut sources: Vec<DraftSources> = bench
             .variants
             .iter()
-            .map(|v| {
+            .enumerate()
+            .map(|(index, v)| {
                 let mut sources = DraftSources::new(v.fastcoder.clone(), v.budget).with_spectra(v.spectra);
                 sources.repository = vec![Repository::new(&root, store.clone())];
                 sources.common = v.common.clone().or_else(|| bench.common.clone());
+                let dir = acceptance.path().to_path_buf();
+                sources.acceptance_files = Some(Box::new(move |strategy| dir.join(format!("{index}-{strategy}.json"))));
                 sources
             })
             .collect();
+        for task in &warmup {
+            let original = with_cut_file(&store, task, &tokenize)?;
+            for (variant, sources) in bench.variants.iter().zip(sources.iter_mut()) {
+                run_one(completer, sources, task, variant.strategy, bench)?;
+            }
+            copilotd_server::sync::write(&store).upsert_file(&task.file, original);
+        }
         for task in &chosen {
             let original = with_cut_file(&store, task, &tokenize)?;
             let mut reference: Option<Vec<u32>> = None;
@@ -116,6 +136,15 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
         }
     }
     Ok(runs)
+}
+
+/// `measured` tasks spread over a package's functions, and `warmup` tasks spread over the
+/// others.
+fn split_tasks(all: Vec<Task>, measured: usize, warmup: usize) -> (Vec<Task>, Vec<Task>) {
+    let chosen = tasks::spread(all.clone(), measured);
+    let is_chosen = |task: &Task| chosen.iter().any(|c| c.file == task.file && c.cursor == task.cursor);
+    let rest: Vec<Task> = all.into_iter().filter(|task| !is_chosen(task)).collect();
+    (chosen, tasks::spread(rest, warmup))
 }
 
 /// Puts the task's cut file into the store; returns the original tokens.
@@ -147,4 +176,29 @@ fn run_one(
     };
     let result = completer.complete_with(sources, &request, &CancelToken::new());
     result.with_context(|| format!("{} failed on {}::{}", strategy, task.file, task.function))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(cursor: usize) -> Task {
+        Task {
+            file: "a.py".to_owned(),
+            function: format!("f{cursor}"),
+            cut_text: String::new(),
+            cursor,
+            reference: String::new(),
+        }
+    }
+
+    #[test]
+    fn warm_up_tasks_are_other_functions_than_the_measured_ones() {
+        let (measured, warmup) = split_tasks((0..10).map(task).collect(), 4, 3);
+        assert_eq!((measured.len(), warmup.len()), (4, 3));
+        assert!(warmup.iter().all(|w| measured.iter().all(|m| m.cursor != w.cursor)));
+        // Too few functions: all are measured, none warms up.
+        let (measured, warmup) = split_tasks((0..3).map(task).collect(), 4, 2);
+        assert_eq!((measured.len(), warmup.len()), (3, 0));
+    }
 }

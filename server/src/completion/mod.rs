@@ -15,11 +15,13 @@ pub mod repo_context;
 pub mod sampling;
 pub mod stop;
 pub mod strategy;
+pub mod typed_ahead;
 
 pub use calibrate::Calibration;
 pub use error::CompletionError;
 pub use sampling::Sampling;
 pub use strategy::Strategy;
+pub use typed_ahead::TypedAhead;
 
 use crate::model_files;
 use crate::workspace::Repository;
@@ -333,6 +335,17 @@ impl Completer {
         request: &CompletionRequest,
         cancel: &CancelToken,
     ) -> Result<Completion, CompletionError> {
+        self.complete_following(request, cancel, &TypedAhead::default())
+    }
+
+    /// [`Self::complete`], stopping early once the text generated and `typed` (what the person
+    /// typed at the cursor meanwhile) part ways.
+    pub fn complete_following(
+        &mut self,
+        request: &CompletionRequest,
+        cancel: &CancelToken,
+        typed: &TypedAhead,
+    ) -> Result<Completion, CompletionError> {
         let text = request.text;
         if request.cursor > text.len() || !text.is_char_boundary(request.cursor) {
             return Err(CompletionError::InvalidCursor(request.cursor));
@@ -358,7 +371,13 @@ impl Completer {
         let healed = prompt.healed.clone();
         let tokenizer = self.tokenizer.clone();
         let mut stop = |generated: &[u32]| {
-            tokenizer.decode(generated).map(|text| rules.apply(after_cursor(&text, &healed)).1).unwrap_or(false)
+            tokenizer
+                .decode(generated)
+                .map(|text| {
+                    let after = after_cursor(&text, &healed);
+                    rules.apply(after).1 || typed.parted_from(after)
+                })
+                .unwrap_or(false)
         };
         let hooks = DecodeHooks { stop: &mut stop, cancel };
         let mut drafter = self.sources.drafter(request.strategy, &self.tokenizer)?;

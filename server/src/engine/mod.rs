@@ -105,7 +105,8 @@ pub trait CompletionService: Send + Sync {
     /// Where the preference cache persists: every model loaded from now on starts from it,
     /// and it is saved there now and then and by [`CompletionService::save_preferences`].
     fn set_preferences_file(&self, path: Option<PathBuf>);
-    /// Saves the preference cache now (at shutdown).
+    /// Saves the preference cache now (at shutdown), stopping a generation that runs on
+    /// without a request.
     fn save_preferences(&self) -> BoxFuture<'_, ()>;
     /// Runs one job, waiting for the model if it is loading; ends with
     /// [`ServiceError::Cancelled`] within one decode step once `cancel` fires.

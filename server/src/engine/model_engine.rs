@@ -1,22 +1,31 @@
 //! The real engine: the model loaded in the background, replaced when the model settings
 //! change, and used by one completion at a time on a blocking thread.
+//!
+//! A generation runs on when its request is cancelled: editors cancel a request at the next
+//! keystroke, and a person types faster than a completion ends, so most generations would
+//! otherwise be thrown away just before they could help. Its suggestion is remembered when it
+//! ends, and answers the requests that follow while the person types what it predicted
+//! ([`LastSuggestion`]). A request it cannot answer (another document or cursor, other settings,
+//! typed text it did not predict) stops it within a decode step.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use copilotd_draft::cancel::CancelToken;
+use copilotd_draft::cancel::{CancelToken, Cancelled};
 use copilotd_model::{ModelInfo, Tokenizer};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::sync::watch;
 
 use super::calibration::{self, CalibrationControl, CalibrationState};
-use super::typed_through::LastSuggestion;
+use super::typed_through::{typed_since, LastSuggestion};
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
 use crate::completion::feedback::{Origin, Teacher, Verdict};
-use crate::completion::{self, Completer, Completion, CompletionRequest, CompletionStats, EngineSettings, Strategy};
+use crate::completion::{
+    self, Completer, Completion, CompletionRequest, CompletionStats, EngineSettings, Strategy, TypedAhead,
+};
 use crate::sync::lock;
 use crate::workspace::Repository;
 
@@ -40,12 +49,76 @@ struct Loaded {
     completer: Arc<tokio::sync::Mutex<Completer>>,
     /// The last suggestion, for typed-through answers (forgotten with the model).
     last_suggestion: Mutex<LastSuggestion>,
+    /// The generation on the model, if any, whether or not its request still waits for it.
+    running: Mutex<Option<Running>>,
+    /// Tokens generated since the model was loaded, those of cancelled generations included.
+    generated_tokens: AtomicU64,
     /// Teaches the completer's preference cache the person's verdicts.
     teacher: Teacher,
     calibration: Arc<CalibrationControl>,
     name: String,
     device: String,
     tokenizer: Tokenizer,
+}
+
+/// A generation on the model and the job it was started for.
+struct Running {
+    job: Job,
+    /// Stops it (a request it cannot answer came).
+    stop: CancelToken,
+    /// What was typed at its cursor since it started, as far as the requests that came tell.
+    typed: TypedAhead,
+}
+
+impl Running {
+    /// What was typed at this generation's cursor to make `job`'s buffer, when its suggestion
+    /// could answer `job`: same document and settings, and only typing at the cursor since.
+    fn typed_by<'a>(&self, job: &'a Job) -> Option<&'a str> {
+        let started = &self.job;
+        let same_settings = (started.path.as_deref(), started.max_tokens, started.strategy, started.sampling)
+            == (job.path.as_deref(), job.max_tokens, job.strategy, job.sampling);
+        same_settings.then(|| typed_since(&started.text, started.cursor, &job.text, job.cursor)).flatten()
+    }
+}
+
+impl Loaded {
+    /// Lets the running generation go on if its suggestion could answer `job` (telling it
+    /// what was typed), and stops it otherwise.
+    fn follow_or_stop_running(&self, job: &Job) {
+        let running = lock(&self.running);
+        let Some(running) = running.as_ref() else { return };
+        match running.typed_by(job) {
+            Some(typed) => running.typed.set(typed),
+            None => running.stop.cancel(Cancelled::Superseded),
+        }
+    }
+
+    /// Registers the generation about to start for `job`; returns its stop token and what it
+    /// is told of typing.
+    fn start_running(&self, job: &Job) -> (CancelToken, TypedAhead) {
+        let running = Running { job: job.clone(), stop: CancelToken::new(), typed: TypedAhead::default() };
+        let handles = (running.stop.clone(), running.typed.clone());
+        *lock(&self.running) = Some(running);
+        handles
+    }
+
+    /// Remembers the suggestion a generation ended with (whether or not anyone still waits for
+    /// it) and the model's count of generated tokens after it, and unregisters the generation.
+    fn finish_running(&self, job: &Job, result: &Result<Completion, completion::CompletionError>, generated: u64) {
+        if let Ok(completion) = result {
+            lock(&self.last_suggestion).remember(Arc::clone(&job.text), job.cursor, job.path.clone(), completion);
+        }
+        self.generated_tokens.store(generated, Ordering::Release);
+        *lock(&self.running) = None;
+    }
+
+    /// The rest of the last suggestion, when the person typed a beginning of it since.
+    fn typed_through_rest(&self, job: &Job) -> Option<(String, Vec<u32>, Origin)> {
+        let last = lock(&self.last_suggestion);
+        let rest = last.continuation(&job.text, job.cursor, job.path.as_deref())?;
+        let (tokens, origin) = last.origin_of(&rest);
+        Some((rest, tokens, origin))
+    }
 }
 
 /// The model slot of the server.
@@ -122,6 +195,8 @@ impl ModelEngine {
                     tokenizer: tokenizer.clone(),
                     completer: Arc::new(tokio::sync::Mutex::new(completer)),
                     last_suggestion: Mutex::new(LastSuggestion::default()),
+                    running: Mutex::default(),
+                    generated_tokens: AtomicU64::new(0),
                     calibration: Arc::new(CalibrationControl::new(calibration_state)),
                 };
                 attach_common_store(tokenizer, info, Arc::clone(&loaded.completer));
@@ -173,15 +248,10 @@ impl ModelEngine {
 
     async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
         let loaded = self.ready(&cancel).await?;
-        let typed_through = {
-            let last = lock(&loaded.last_suggestion);
-            let rest = last.continuation(&job.text, job.cursor, job.path.as_deref());
-            rest.map(|rest| (last.origin_of(&rest), rest))
-        };
-        if let Some(((tokens, origin), rest)) = typed_through {
+        if let Some((rest, tokens, origin)) = loaded.typed_through_rest(&job) {
             return Ok(self.typed_through(job.strategy, rest, tokens, origin));
         }
-        let (text, cursor, path) = (Arc::clone(&job.text), job.cursor, job.path.clone());
+        loaded.follow_or_stop_running(&job);
         // A background calibration gives the model back at once.
         let _wanting = loaded.calibration.want();
         // Requests queue for the model; a superseded one leaves the queue at once.
@@ -189,11 +259,17 @@ impl ModelEngine {
             completer = Arc::clone(&loaded.completer).lock_owned() => completer,
             reason = cancel.cancelled() => return Err(ServiceError::Cancelled(reason)),
         };
+        // The generation this request waited for may have predicted what was typed since.
+        if let Some((rest, tokens, origin)) = loaded.typed_through_rest(&job) {
+            return Ok(self.typed_through(job.strategy, rest, tokens, origin));
+        }
         if let Some(reason) = cancel.reason() {
             return Err(ServiceError::Cancelled(reason));
         }
         let save_preferences = self.preferences_due();
-        let outcome = tokio::task::spawn_blocking(move || {
+        let (stop, typed) = loaded.start_running(&job);
+        let generation = Arc::clone(&loaded);
+        let task = tokio::task::spawn_blocking(move || {
             let request = CompletionRequest {
                 text: &job.text,
                 cursor: job.cursor,
@@ -202,17 +278,22 @@ impl ModelEngine {
                 strategy: job.strategy,
                 sampling: job.sampling,
             };
-            let result = completer.complete(&request, &cancel);
+            let result = completer.complete_following(&request, &stop, &typed);
+            let recent = completer.recent_stats();
+            // Still holding the model: a request waiting for it finds the suggestion.
+            generation.finish_running(&job, &result, recent.generated_tokens);
             if let Some(path) = save_preferences {
                 save_preferences_to(&completer, &path);
             }
-            (result, completer.recent_stats())
-        })
-        .await;
+            (result, recent)
+        });
+        // A cancelled request stops waiting at once; its generation runs on (see the module).
+        let outcome = tokio::select! {
+            outcome = task => outcome,
+            reason = cancel.cancelled() => return Err(ServiceError::Cancelled(reason)),
+        };
         let (result, recent) = outcome.map_err(|join| ServiceError::Panicked(join.to_string()))?;
-        lock(&self.recent).generated_tokens = recent.generated_tokens;
         let completion = result?;
-        lock(&loaded.last_suggestion).remember(text, cursor, path, &completion);
         let mut figures = lock(&self.recent);
         figures.completions += 1;
         figures.tokens_per_second = recent.tokens_per_second;
@@ -262,6 +343,7 @@ impl CompletionService for ModelEngine {
         let mut recent = lock(&self.recent).clone();
         if let Load::Ready(loaded) = self.state() {
             recent.calibration = Some(loaded.calibration.state());
+            recent.generated_tokens = loaded.generated_tokens.load(Ordering::Acquire);
         }
         recent
     }
@@ -281,6 +363,10 @@ impl CompletionService for ModelEngine {
     fn save_preferences(&self) -> BoxFuture<'_, ()> {
         async move {
             let (Some(path), Load::Ready(loaded)) = (lock(&self.preferences).clone(), self.state()) else { return };
+            // At shutdown nobody waits for a generation that runs on.
+            if let Some(running) = lock(&loaded.running).as_ref() {
+                running.stop.cancel(Cancelled::Abandoned);
+            }
             let completer = loaded.completer.lock().await;
             save_preferences_to(&completer, &path);
         }
@@ -313,4 +399,38 @@ fn attach_common_store(tokenizer: Tokenizer, info: ModelInfo, completer: Arc<tok
         Ok(store) => completer.blocking_lock().set_common(store),
         Err(error) => tracing::warn!("serving without the common datastore: {error:#}"),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::completion::Sampling;
+
+    fn job(text: &str, cursor: usize) -> Job {
+        Job {
+            text: Arc::new(text.to_owned()),
+            cursor,
+            path: Some("f.py".to_owned()),
+            max_tokens: 64,
+            strategy: Strategy::Auto,
+            sampling: Sampling::default(),
+        }
+    }
+
+    fn running(job: Job) -> Running {
+        Running { job, stop: CancelToken::new(), typed: TypedAhead::default() }
+    }
+
+    #[test]
+    fn a_generation_can_answer_requests_typed_at_its_cursor_with_its_settings() {
+        let started = running(job("def f(x):\n    \n", 14));
+        assert_eq!(started.typed_by(&job("def f(x):\n    \n", 14)), Some(""));
+        assert_eq!(started.typed_by(&job("def f(x):\n    re\n", 16)), Some("re"));
+        // Typed elsewhere, moved back, another document or other settings: it cannot.
+        assert_eq!(started.typed_by(&job("def g(x):\n    re\n", 16)), None);
+        assert_eq!(started.typed_by(&job("def f(x):\n    \n", 13)), None);
+        assert_eq!(started.typed_by(&Job { path: Some("g.py".to_owned()), ..job("def f(x):\n    \n", 14) }), None);
+        assert_eq!(started.typed_by(&Job { max_tokens: 1, ..job("def f(x):\n    \n", 14) }), None);
+        assert_eq!(started.typed_by(&Job { strategy: Strategy::Ar, ..job("def f(x):\n    \n", 14) }), None);
+    }
 }

@@ -53,14 +53,21 @@ impl LastSuggestion {
     /// changed; `None` when anything else changed or only white space would remain.
     pub fn continuation(&self, text: &str, cursor: usize, path: Option<&str>) -> Option<String> {
         let last = self.last.as_ref().filter(|last| last.path.as_deref() == path)?;
-        let typed = text.get(last.cursor..cursor)?;
+        let typed = typed_since(&last.text, last.cursor, text, cursor)?;
         let rest = last.suggestion.strip_prefix(typed)?;
-        let (before, after) = last.text.split_at(last.cursor);
-        let unchanged = text.len() == last.text.len() + typed.len()
-            && text.as_bytes()[..last.cursor] == *before.as_bytes()
-            && text.as_bytes()[cursor..] == *after.as_bytes();
-        (unchanged && !rest.trim().is_empty()).then(|| rest.to_owned())
+        (!rest.trim().is_empty()).then(|| rest.to_owned())
     }
+}
+
+/// What was typed at `cursor_then` in the buffer `then` to make `now`, with the cursor after it
+/// at `cursor_now`: `None` when anything else changed (or the cursor moved back).
+pub fn typed_since<'a>(then: &str, cursor_then: usize, now: &'a str, cursor_now: usize) -> Option<&'a str> {
+    let typed = now.get(cursor_then..cursor_now)?;
+    let (before, after) = then.split_at_checked(cursor_then)?;
+    let unchanged = now.len() == then.len() + typed.len()
+        && now.as_bytes()[..cursor_then] == *before.as_bytes()
+        && now.as_bytes()[cursor_now..] == *after.as_bytes();
+    unchanged.then_some(typed)
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 //! At most one completion per document is live: a newer request for the same document
 //! ([`Cancelled::Superseded`]), or an edit of it ([`Cancelled::InputChanged`]), cancels the
 //! older one. A request whose handler future is dropped (tower-lsp drops it on
-//! `$/cancelRequest`) cancels itself ([`Cancelled::Abandoned`]). The decode loop checks the
-//! token once per step, so generation stops within one step either way.
+//! `$/cancelRequest`) cancels itself ([`Cancelled::Abandoned`]). A cancelled request is
+//! answered at once; whether its generation runs on is the engine's choice (it does while the
+//! person types what it predicts, see `engine::ModelEngine`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
