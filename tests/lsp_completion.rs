@@ -180,6 +180,41 @@ fn a_generation_cancelled_by_a_keystroke_answers_the_requests_that_follow_it() {
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 
+#[test]
+fn taking_a_whole_suggestion_starts_the_next_one_before_it_is_asked_for() {
+    let model = model_path();
+    let _serial = serial();
+    let mut harness = start(None, options(&model, 8));
+    let client = &mut harness.client;
+    let uri = "file:///tmp/copilotd-next/numbers.py";
+    open(client, uri, ENDLESS);
+    let end = (11, 5);
+    let response = client.call("textDocument/inlineCompletion", completion_params(uri, end.0, end.1), SLOW).unwrap();
+    let item = &response["result"][0];
+    let suggestion = item["insertText"].as_str().unwrap().to_owned();
+    assert!(!suggestion.trim().is_empty(), "premise: a suggestion to take: {response}");
+    let generated = status(client)["generatedTokens"].as_u64().unwrap();
+
+    // Taken whole (Tab): reported, then the edit; the next request is answered from the
+    // generation the report started, and nothing else was decoded.
+    let id = item["command"]["arguments"][0]["id"].as_u64().unwrap();
+    client.notify("copilotd/suggestionFeedback", json!({"id": id, "kind": "accepted"})).unwrap();
+    // A round trip: the report is taken before the edit (an editor's debounce gives it 75 ms).
+    status(client);
+    change(client, uri, 2, end, end, &suggestion);
+    let last_line = suggestion.rsplit('\n').next().unwrap().encode_utf16().count() as u32;
+    let after_it = match suggestion.matches('\n').count() as u32 {
+        0 => (end.0, end.1 + last_line),
+        lines => (end.0 + lines, last_line),
+    };
+    let next = complete(client, uri, after_it.0, after_it.1);
+    assert!(!next.trim().is_empty(), "a next suggestion: {next:?}");
+    let after = status(client);
+    assert_eq!(after["last"]["stop"], "typed_through", "answered from the prepared generation: {after}");
+    assert_eq!(after["generatedTokens"].as_u64().unwrap() - generated, 8, "one generation of 8 tokens: {after}");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
 /// The persisted preference cache of the workspace in `harness`'s private cache directory.
 fn preferences_file(home: &Path) -> std::path::PathBuf {
     let workspaces = home.join("cache/copilotd/workspaces");

@@ -6,7 +6,8 @@
 //! otherwise be thrown away just before they could help. Its suggestion is remembered when it
 //! ends, and answers the requests that follow while the person types what it predicted
 //! ([`LastSuggestion`]). A request it cannot answer (another document or cursor, other settings,
-//! typed text it did not predict) stops it within a decode step.
+//! typed text it did not predict) stops it within a decode step. When the person takes a whole
+//! suggestion, the next one is generated at once, before the editor asks for it.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +25,8 @@ use super::typed_through::{typed_since, LastSuggestion};
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
 use crate::completion::feedback::{Origin, Teacher, Verdict};
 use crate::completion::{
-    self, Completer, Completion, CompletionRequest, CompletionStats, EngineSettings, Strategy, TypedAhead,
+    self, Completer, Completion, CompletionError, CompletionRequest, CompletionStats, EngineSettings, RecentStats,
+    Strategy, TypedAhead,
 };
 use crate::sync::lock;
 use crate::workspace::Repository;
@@ -49,8 +51,11 @@ struct Loaded {
     completer: Arc<tokio::sync::Mutex<Completer>>,
     /// The last suggestion, for typed-through answers (forgotten with the model).
     last_suggestion: Mutex<LastSuggestion>,
-    /// The generation on the model, if any, whether or not its request still waits for it.
+    /// The generation on the model, if any, whether or not its request still waits for it;
+    /// one about to start while it waits for the model.
     running: Mutex<Option<Running>>,
+    /// Generations started, for telling them apart.
+    generations: AtomicU64,
     /// Tokens generated since the model was loaded, those of cancelled generations included.
     generated_tokens: AtomicU64,
     /// Teaches the completer's preference cache the person's verdicts.
@@ -64,6 +69,13 @@ struct Loaded {
 /// A generation on the model and the job it was started for.
 struct Running {
     job: Job,
+    handles: RunningHandles,
+}
+
+/// What a generation is run with.
+#[derive(Clone)]
+struct RunningHandles {
+    id: u64,
     /// Stops it (a request it cannot answer came).
     stop: CancelToken,
     /// What was typed at its cursor since it started, as far as the requests that came tell.
@@ -88,28 +100,63 @@ impl Loaded {
         let running = lock(&self.running);
         let Some(running) = running.as_ref() else { return };
         match running.typed_by(job) {
-            Some(typed) => running.typed.set(typed),
-            None => running.stop.cancel(Cancelled::Superseded),
+            Some(typed) => running.handles.typed.set(typed),
+            None => running.handles.stop.cancel(Cancelled::Superseded),
         }
     }
 
-    /// Registers the generation about to start for `job`; returns its stop token and what it
-    /// is told of typing.
-    fn start_running(&self, job: &Job) -> (CancelToken, TypedAhead) {
-        let running = Running { job: job.clone(), stop: CancelToken::new(), typed: TypedAhead::default() };
-        let handles = (running.stop.clone(), running.typed.clone());
-        *lock(&self.running) = Some(running);
+    /// Registers the generation about to start for `job` (in place of any other).
+    fn start_running(&self, job: &Job) -> RunningHandles {
+        let handles = RunningHandles {
+            id: self.generations.fetch_add(1, Ordering::Relaxed),
+            stop: CancelToken::new(),
+            typed: TypedAhead::default(),
+        };
+        *lock(&self.running) = Some(Running { job: job.clone(), handles: handles.clone() });
         handles
+    }
+
+    /// Unregisters a generation, unless another one took its place.
+    fn forget_running(&self, id: u64) {
+        let mut running = lock(&self.running);
+        if running.as_ref().is_some_and(|running| running.handles.id == id) {
+            *running = None;
+        }
+    }
+
+    /// Whether the registered generation `handles` is still to run: nothing stopped it and no
+    /// other took its place.
+    fn still_wanted(&self, handles: &RunningHandles) -> bool {
+        let running = lock(&self.running);
+        !handles.stop.is_cancelled() && running.as_ref().is_some_and(|running| running.handles.id == handles.id)
+    }
+
+    /// Generates the suggestion that follows a whole suggestion taken (`taken`, the text the
+    /// person took), before the editor asks for it: registered at once, so that a request it
+    /// cannot answer stops it, then run when the model is free.
+    fn prepare_next(self: &Arc<Self>, taken: &str) {
+        let Some(job) = lock(&self.last_suggestion).taken_whole(taken) else { return };
+        self.follow_or_stop_running(&job);
+        let handles = self.start_running(&job);
+        let loaded = Arc::clone(self);
+        tokio::spawn(async move {
+            let completer = Arc::clone(&loaded.completer).lock_owned().await;
+            if loaded.still_wanted(&handles) {
+                let _ = generate(Arc::clone(&loaded), completer, job, handles, None).await;
+            } else {
+                loaded.forget_running(handles.id);
+            }
+        });
     }
 
     /// Remembers the suggestion a generation ended with (whether or not anyone still waits for
     /// it) and the model's count of generated tokens after it, and unregisters the generation.
-    fn finish_running(&self, job: &Job, result: &Result<Completion, completion::CompletionError>, generated: u64) {
+    fn finish_running(&self, id: u64, job: &Job, result: &Result<Completion, CompletionError>, generated: u64) {
         if let Ok(completion) = result {
-            lock(&self.last_suggestion).remember(Arc::clone(&job.text), job.cursor, job.path.clone(), completion);
+            lock(&self.last_suggestion).remember(job, completion);
         }
         self.generated_tokens.store(generated, Ordering::Release);
-        *lock(&self.running) = None;
+        self.forget_running(id);
     }
 
     /// The rest of the last suggestion, when the person typed a beginning of it since.
@@ -196,6 +243,7 @@ impl ModelEngine {
                     completer: Arc::new(tokio::sync::Mutex::new(completer)),
                     last_suggestion: Mutex::new(LastSuggestion::default()),
                     running: Mutex::default(),
+                    generations: AtomicU64::new(0),
                     generated_tokens: AtomicU64::new(0),
                     calibration: Arc::new(CalibrationControl::new(calibration_state)),
                 };
@@ -255,7 +303,7 @@ impl ModelEngine {
         // A background calibration gives the model back at once.
         let _wanting = loaded.calibration.want();
         // Requests queue for the model; a superseded one leaves the queue at once.
-        let mut completer = tokio::select! {
+        let completer = tokio::select! {
             completer = Arc::clone(&loaded.completer).lock_owned() => completer,
             reason = cancel.cancelled() => return Err(ServiceError::Cancelled(reason)),
         };
@@ -267,26 +315,8 @@ impl ModelEngine {
             return Err(ServiceError::Cancelled(reason));
         }
         let save_preferences = self.preferences_due();
-        let (stop, typed) = loaded.start_running(&job);
-        let generation = Arc::clone(&loaded);
-        let task = tokio::task::spawn_blocking(move || {
-            let request = CompletionRequest {
-                text: &job.text,
-                cursor: job.cursor,
-                path: job.path.as_deref(),
-                max_tokens: job.max_tokens,
-                strategy: job.strategy,
-                sampling: job.sampling,
-            };
-            let result = completer.complete_following(&request, &stop, &typed);
-            let recent = completer.recent_stats();
-            // Still holding the model: a request waiting for it finds the suggestion.
-            generation.finish_running(&job, &result, recent.generated_tokens);
-            if let Some(path) = save_preferences {
-                save_preferences_to(&completer, &path);
-            }
-            (result, recent)
-        });
+        let handles = loaded.start_running(&job);
+        let task = generate(Arc::clone(&loaded), completer, job, handles, save_preferences);
         // A cancelled request stops waiting at once; its generation runs on (see the module).
         let outcome = tokio::select! {
             outcome = task => outcome,
@@ -365,7 +395,7 @@ impl CompletionService for ModelEngine {
             let (Some(path), Load::Ready(loaded)) = (lock(&self.preferences).clone(), self.state()) else { return };
             // At shutdown nobody waits for a generation that runs on.
             if let Some(running) = lock(&loaded.running).as_ref() {
-                running.stop.cancel(Cancelled::Abandoned);
+                running.handles.stop.cancel(Cancelled::Abandoned);
             }
             let completer = loaded.completer.lock().await;
             save_preferences_to(&completer, &path);
@@ -381,7 +411,39 @@ impl CompletionService for ModelEngine {
         let Load::Ready(loaded) = self.state() else { return };
         let tokens = loaded.teacher.teach(&suggestion.text, &suggestion.tokens, &suggestion.origin, &verdict);
         tracing::debug!("feedback {verdict:?} on a suggestion: {tokens} tokens taught to the preference cache");
+        if matches!(&verdict, Verdict::Accepted(taken) if taken.end == suggestion.text.len()) {
+            loaded.prepare_next(&suggestion.text);
+        }
     }
+}
+
+/// Runs `job` on the model `completer` holds, on a blocking thread, as the registered generation
+/// `handles`; whatever it ends with is remembered for typed-through answers before the model is
+/// given back, whether or not anyone awaits the task.
+fn generate(
+    loaded: Arc<Loaded>,
+    mut completer: tokio::sync::OwnedMutexGuard<Completer>,
+    job: Job,
+    handles: RunningHandles,
+    save_preferences: Option<PathBuf>,
+) -> tokio::task::JoinHandle<(Result<Completion, CompletionError>, RecentStats)> {
+    tokio::task::spawn_blocking(move || {
+        let request = CompletionRequest {
+            text: &job.text,
+            cursor: job.cursor,
+            path: job.path.as_deref(),
+            max_tokens: job.max_tokens,
+            strategy: job.strategy,
+            sampling: job.sampling,
+        };
+        let result = completer.complete_following(&request, &handles.stop, &handles.typed);
+        let recent = completer.recent_stats();
+        loaded.finish_running(handles.id, &job, &result, recent.generated_tokens);
+        if let Some(path) = save_preferences {
+            save_preferences_to(&completer, &path);
+        }
+        (result, recent)
+    })
 }
 
 /// Saves the completer's preference cache, with a warning in the log when it cannot.
@@ -418,7 +480,8 @@ mod tests {
     }
 
     fn running(job: Job) -> Running {
-        Running { job, stop: CancelToken::new(), typed: TypedAhead::default() }
+        let handles = RunningHandles { id: 0, stop: CancelToken::new(), typed: TypedAhead::default() };
+        Running { job, handles }
     }
 
     #[test]

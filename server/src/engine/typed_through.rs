@@ -8,36 +8,45 @@
 
 use std::sync::Arc;
 
+use super::Job;
 use crate::completion::feedback::Origin;
 use crate::completion::Completion;
 
-/// The last suggestion answered, with the buffer, path and cursor it was answered for.
+/// The last suggestion a generation ended with, with the job (buffer, path, cursor, settings)
+/// it was generated for.
 #[derive(Default)]
 pub struct LastSuggestion {
     last: Option<Answered>,
 }
 
 struct Answered {
-    text: Arc<String>,
-    cursor: usize,
-    path: Option<String>,
+    job: Job,
     suggestion: String,
     tokens: Vec<u32>,
     origin: Origin,
 }
 
 impl LastSuggestion {
-    /// Remembers the suggestion answered for `text` at `cursor` in the buffer of `path` (an
-    /// empty one forgets).
-    pub fn remember(&mut self, text: Arc<String>, cursor: usize, path: Option<String>, suggestion: &Completion) {
+    /// Remembers the suggestion generated for `job` (an empty one forgets).
+    pub fn remember(&mut self, job: &Job, suggestion: &Completion) {
         self.last = (!suggestion.text.is_empty()).then(|| Answered {
-            text,
-            cursor,
-            path,
+            job: job.clone(),
             suggestion: suggestion.text.clone(),
             tokens: suggestion.tokens.clone(),
             origin: suggestion.origin.clone(),
         });
+    }
+
+    /// The job of the buffer once the whole last suggestion is in it, cursor after it, when
+    /// `taken` is that suggestion or its rest (what a typed-through answer gave).
+    pub fn taken_whole(&self, taken: &str) -> Option<Job> {
+        let last = self.last.as_ref().filter(|last| !taken.is_empty() && last.suggestion.ends_with(taken))?;
+        let (before, after) = last.job.text.split_at(last.job.cursor);
+        Some(Job {
+            text: Arc::new([before, &last.suggestion, after].concat()),
+            cursor: last.job.cursor + last.suggestion.len(),
+            ..last.job.clone()
+        })
     }
 
     /// The tokens and origin of `rest`, a [`continuation`](Self::continuation) of the last
@@ -52,8 +61,8 @@ impl LastSuggestion {
     /// a beginning of the suggestion typed at its cursor, `cursor` after it, and nothing else
     /// changed; `None` when anything else changed or only white space would remain.
     pub fn continuation(&self, text: &str, cursor: usize, path: Option<&str>) -> Option<String> {
-        let last = self.last.as_ref().filter(|last| last.path.as_deref() == path)?;
-        let typed = typed_since(&last.text, last.cursor, text, cursor)?;
+        let last = self.last.as_ref().filter(|last| last.job.path.as_deref() == path)?;
+        let typed = typed_since(&last.job.text, last.job.cursor, text, cursor)?;
         let rest = last.suggestion.strip_prefix(typed)?;
         (!rest.trim().is_empty()).then(|| rest.to_owned())
     }
@@ -74,6 +83,17 @@ pub fn typed_since<'a>(then: &str, cursor_then: usize, now: &'a str, cursor_now:
 mod tests {
     use super::*;
 
+    fn job(text: &str, cursor: usize) -> Job {
+        Job {
+            text: Arc::new(text.to_owned()),
+            cursor,
+            path: Some("f.py".to_owned()),
+            max_tokens: 64,
+            strategy: crate::completion::Strategy::Ar,
+            sampling: crate::completion::Sampling::default(),
+        }
+    }
+
     fn shown(text: &str, cursor: usize, suggestion: &str) -> LastSuggestion {
         let mut last = LastSuggestion::default();
         let completion = Completion {
@@ -82,7 +102,7 @@ mod tests {
             origin: Origin { skipped: 1, ..Origin::default() },
             stats: crate::completion::CompletionStats::empty(crate::completion::Strategy::Ar),
         };
-        last.remember(Arc::new(text.to_owned()), cursor, Some("f.py".to_owned()), &completion);
+        last.remember(&job(text, cursor), &completion);
         last
     }
 
@@ -115,6 +135,18 @@ mod tests {
         assert_eq!(shown("x", 1, "").continuation_in_f("x", 1), None);
         // The same buffer in another file is another completion.
         assert_eq!(shown("x", 1, "y").continuation("x", 1, Some("g.py")), None);
+    }
+
+    #[test]
+    fn taking_the_whole_suggestion_or_its_rest_puts_all_of_it_in_the_buffer() {
+        let last = shown("def f(x):\n    \nend\n", 14, "return x + 1");
+        let expected = Some(("def f(x):\n    return x + 1\nend\n".to_owned(), 26));
+        let taken = |text: &str| last.taken_whole(text).map(|job| (job.text.to_string(), job.cursor));
+        assert_eq!(taken("return x + 1"), expected);
+        assert_eq!(taken("urn x + 1"), expected, "typed through, then taken");
+        assert_eq!(taken("return"), None, "not the end of the suggestion");
+        assert_eq!(taken(""), None);
+        assert!(LastSuggestion::default().taken_whole("x").is_none());
     }
 
     #[test]
