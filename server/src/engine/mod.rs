@@ -36,6 +36,22 @@ pub struct Job {
     pub sampling: Sampling,
 }
 
+impl Job {
+    /// What was typed at this job's cursor to make `later`'s buffer, when `later` asks for the
+    /// same completion further on: the same document and settings, and nothing changed but
+    /// text typed at the cursor, with the cursor after it.
+    pub fn typed_before<'a>(&self, later: &'a Job) -> Option<&'a str> {
+        let same_settings = (self.path.as_deref(), self.max_tokens, self.strategy, self.sampling)
+            == (later.path.as_deref(), later.max_tokens, later.strategy, later.sampling);
+        let typed = later.text.get(self.cursor..later.cursor).filter(|_| same_settings)?;
+        let (before, after) = self.text.split_at_checked(self.cursor)?;
+        let unchanged = later.text.len() == self.text.len() + typed.len()
+            && later.text.as_bytes()[..self.cursor] == *before.as_bytes()
+            && later.text.as_bytes()[later.cursor..] == *after.as_bytes();
+        unchanged.then_some(typed)
+    }
+}
+
 /// Where the model is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelState {
@@ -114,4 +130,33 @@ pub trait CompletionService: Send + Sync {
     /// The person's verdict on `suggestion`, a completion this service answered: accepted text
     /// is preferred when drafting from now on, dismissed text less.
     fn feedback(&self, suggestion: &Completion, verdict: Verdict);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(text: &str, cursor: usize) -> Job {
+        Job {
+            text: Arc::new(text.to_owned()),
+            cursor,
+            path: Some("f.py".to_owned()),
+            max_tokens: 64,
+            strategy: Strategy::Auto,
+            sampling: Sampling::default(),
+        }
+    }
+
+    #[test]
+    fn a_job_follows_another_when_only_typing_at_its_cursor_came_between() {
+        let started = job("def f(x):\n    \n", 14);
+        assert_eq!(started.typed_before(&job("def f(x):\n    \n", 14)), Some(""));
+        assert_eq!(started.typed_before(&job("def f(x):\n    re\n", 16)), Some("re"));
+        // Typed elsewhere, moved back, another document or other settings: it does not.
+        assert_eq!(started.typed_before(&job("def g(x):\n    re\n", 16)), None);
+        assert_eq!(started.typed_before(&job("def f(x):\n    \n", 13)), None);
+        assert_eq!(started.typed_before(&Job { path: Some("g.py".to_owned()), ..job("def f(x):\n    \n", 14) }), None);
+        assert_eq!(started.typed_before(&Job { max_tokens: 1, ..job("def f(x):\n    \n", 14) }), None);
+        assert_eq!(started.typed_before(&Job { strategy: Strategy::Ar, ..job("def f(x):\n    \n", 14) }), None);
+    }
 }

@@ -21,7 +21,7 @@ use futures::FutureExt;
 use tokio::sync::watch;
 
 use super::calibration::{self, CalibrationControl, CalibrationState};
-use super::typed_through::{typed_since, LastSuggestion};
+use super::typed_through::LastSuggestion;
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
 use crate::completion::feedback::{Origin, Teacher, Verdict};
 use crate::completion::{
@@ -82,24 +82,13 @@ struct RunningHandles {
     typed: TypedAhead,
 }
 
-impl Running {
-    /// What was typed at this generation's cursor to make `job`'s buffer, when its suggestion
-    /// could answer `job`: same document and settings, and only typing at the cursor since.
-    fn typed_by<'a>(&self, job: &'a Job) -> Option<&'a str> {
-        let started = &self.job;
-        let same_settings = (started.path.as_deref(), started.max_tokens, started.strategy, started.sampling)
-            == (job.path.as_deref(), job.max_tokens, job.strategy, job.sampling);
-        same_settings.then(|| typed_since(&started.text, started.cursor, &job.text, job.cursor)).flatten()
-    }
-}
-
 impl Loaded {
     /// Lets the running generation go on if its suggestion could answer `job` (telling it
     /// what was typed), and stops it otherwise.
     fn follow_or_stop_running(&self, job: &Job) {
         let running = lock(&self.running);
         let Some(running) = running.as_ref() else { return };
-        match running.typed_by(job) {
+        match running.job.typed_before(job) {
             Some(typed) => running.handles.typed.set(typed),
             None => running.handles.stop.cancel(Cancelled::Superseded),
         }
@@ -162,7 +151,7 @@ impl Loaded {
     /// The rest of the last suggestion, when the person typed a beginning of it since.
     fn typed_through_rest(&self, job: &Job) -> Option<(String, Vec<u32>, Origin)> {
         let last = lock(&self.last_suggestion);
-        let rest = last.continuation(&job.text, job.cursor, job.path.as_deref())?;
+        let rest = last.continuation(job)?;
         let (tokens, origin) = last.origin_of(&rest);
         Some((rest, tokens, origin))
     }
@@ -461,39 +450,4 @@ fn attach_common_store(tokenizer: Tokenizer, info: ModelInfo, completer: Arc<tok
         Ok(store) => completer.blocking_lock().set_common(store),
         Err(error) => tracing::warn!("serving without the common datastore: {error:#}"),
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::completion::Sampling;
-
-    fn job(text: &str, cursor: usize) -> Job {
-        Job {
-            text: Arc::new(text.to_owned()),
-            cursor,
-            path: Some("f.py".to_owned()),
-            max_tokens: 64,
-            strategy: Strategy::Auto,
-            sampling: Sampling::default(),
-        }
-    }
-
-    fn running(job: Job) -> Running {
-        let handles = RunningHandles { id: 0, stop: CancelToken::new(), typed: TypedAhead::default() };
-        Running { job, handles }
-    }
-
-    #[test]
-    fn a_generation_can_answer_requests_typed_at_its_cursor_with_its_settings() {
-        let started = running(job("def f(x):\n    \n", 14));
-        assert_eq!(started.typed_by(&job("def f(x):\n    \n", 14)), Some(""));
-        assert_eq!(started.typed_by(&job("def f(x):\n    re\n", 16)), Some("re"));
-        // Typed elsewhere, moved back, another document or other settings: it cannot.
-        assert_eq!(started.typed_by(&job("def g(x):\n    re\n", 16)), None);
-        assert_eq!(started.typed_by(&job("def f(x):\n    \n", 13)), None);
-        assert_eq!(started.typed_by(&Job { path: Some("g.py".to_owned()), ..job("def f(x):\n    \n", 14) }), None);
-        assert_eq!(started.typed_by(&Job { max_tokens: 1, ..job("def f(x):\n    \n", 14) }), None);
-        assert_eq!(started.typed_by(&Job { strategy: Strategy::Ar, ..job("def f(x):\n    \n", 14) }), None);
-    }
 }

@@ -57,26 +57,14 @@ impl LastSuggestion {
         (last.tokens.clone(), Origin { skipped: last.origin.skipped + typed, ..last.origin.clone() })
     }
 
-    /// The rest of the last suggestion, when `text` is its buffer (of the same `path`) with
-    /// a beginning of the suggestion typed at its cursor, `cursor` after it, and nothing else
-    /// changed; `None` when anything else changed or only white space would remain.
-    pub fn continuation(&self, text: &str, cursor: usize, path: Option<&str>) -> Option<String> {
-        let last = self.last.as_ref().filter(|last| last.job.path.as_deref() == path)?;
-        let typed = typed_since(&last.job.text, last.job.cursor, text, cursor)?;
-        let rest = last.suggestion.strip_prefix(typed)?;
+    /// The rest of the last suggestion, when `job` asks for the same completion with a beginning
+    /// of the suggestion typed at its cursor ([`Job::typed_before`]); `None` when anything else
+    /// changed or only white space would remain.
+    pub fn continuation(&self, job: &Job) -> Option<String> {
+        let last = self.last.as_ref()?;
+        let rest = last.suggestion.strip_prefix(last.job.typed_before(job)?)?;
         (!rest.trim().is_empty()).then(|| rest.to_owned())
     }
-}
-
-/// What was typed at `cursor_then` in the buffer `then` to make `now`, with the cursor after it
-/// at `cursor_now`: `None` when anything else changed (or the cursor moved back).
-pub fn typed_since<'a>(then: &str, cursor_then: usize, now: &'a str, cursor_now: usize) -> Option<&'a str> {
-    let typed = now.get(cursor_then..cursor_now)?;
-    let (before, after) = then.split_at_checked(cursor_then)?;
-    let unchanged = now.len() == then.len() + typed.len()
-        && now.as_bytes()[..cursor_then] == *before.as_bytes()
-        && now.as_bytes()[cursor_now..] == *after.as_bytes();
-    unchanged.then_some(typed)
 }
 
 #[cfg(test)]
@@ -108,7 +96,7 @@ mod tests {
 
     impl LastSuggestion {
         fn continuation_in_f(&self, text: &str, cursor: usize) -> Option<String> {
-            self.continuation(text, cursor, Some("f.py"))
+            self.continuation(&job(text, cursor))
         }
     }
 
@@ -133,8 +121,11 @@ mod tests {
         assert_eq!(last.continuation_in_f("def f(x):\n    return x + 1\nend\n", 26), None);
         assert_eq!(LastSuggestion::default().continuation_in_f("x", 0), None);
         assert_eq!(shown("x", 1, "").continuation_in_f("x", 1), None);
-        // The same buffer in another file is another completion.
-        assert_eq!(shown("x", 1, "y").continuation("x", 1, Some("g.py")), None);
+        // The same buffer in another file, or with other settings, is another completion.
+        let shown = shown("x", 1, "y");
+        assert_eq!(shown.continuation(&Job { path: Some("g.py".to_owned()), ..job("x", 1) }), None);
+        assert_eq!(shown.continuation(&Job { max_tokens: 1, ..job("x", 1) }), None);
+        assert_eq!(shown.continuation(&Job { strategy: crate::completion::Strategy::Auto, ..job("x", 1) }), None);
     }
 
     #[test]
