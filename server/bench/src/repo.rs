@@ -109,30 +109,32 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
             })
             .collect();
         for task in &warmup {
-            let original = with_cut_file(&store, task, &tokenize)?;
-            for (variant, sources) in bench.variants.iter().zip(sources.iter_mut()) {
-                run_one(completer, sources, task, variant.strategy, bench)?;
-            }
-            copilotd_server::sync::write(&store).upsert_file(&task.file, original);
+            with_cut_file(&store, task, &tokenize, || {
+                for (variant, sources) in bench.variants.iter().zip(sources.iter_mut()) {
+                    run_one(completer, sources, task, variant.strategy, bench)?;
+                }
+                Ok(())
+            })?;
         }
         for task in &chosen {
-            let original = with_cut_file(&store, task, &tokenize)?;
-            let mut reference: Option<Vec<u32>> = None;
-            for (variant, sources) in bench.variants.iter().zip(sources.iter_mut()) {
-                let completion = run_one(completer, sources, task, variant.strategy, bench)?;
-                let reference_tokens = reference.get_or_insert_with(|| completion.tokens.clone());
-                let run = TaskRun {
-                    package: package.label(),
-                    file: task.file.clone(),
-                    function: task.function.clone(),
-                    variant: variant.label.clone(),
-                    identical: bench.sampling.is_greedy().then(|| &completion.tokens == reference_tokens),
-                    stats: completion.stats,
-                };
-                log(&run);
-                runs.push(run);
-            }
-            copilotd_server::sync::write(&store).upsert_file(&task.file, original);
+            with_cut_file(&store, task, &tokenize, || {
+                let mut reference: Option<Vec<u32>> = None;
+                for (variant, sources) in bench.variants.iter().zip(sources.iter_mut()) {
+                    let completion = run_one(completer, sources, task, variant.strategy, bench)?;
+                    let reference_tokens = reference.get_or_insert_with(|| completion.tokens.clone());
+                    let run = TaskRun {
+                        package: package.label(),
+                        file: task.file.clone(),
+                        function: task.function.clone(),
+                        variant: variant.label.clone(),
+                        identical: bench.sampling.is_greedy().then(|| &completion.tokens == reference_tokens),
+                        stats: completion.stats,
+                    };
+                    log(&run);
+                    runs.push(run);
+                }
+                Ok(())
+            })?;
         }
     }
     Ok(runs)
@@ -147,16 +149,22 @@ fn split_tasks(all: Vec<Task>, measured: usize, warmup: usize) -> (Vec<Task>, Ve
     (chosen, tasks::spread(rest, warmup))
 }
 
-/// Puts the task's cut file into the store; returns the original tokens.
-fn with_cut_file(
+/// Runs `run` while the store holds the task's cut file, then puts the original back.
+fn with_cut_file<T>(
     store: &Arc<RwLock<copilotd_draft::repo_store::RepositoryStore>>,
     task: &Task,
     tokenize: &dyn Fn(&str) -> Result<Vec<u32>>,
-) -> Result<Vec<u32>> {
-    let mut store = copilotd_server::sync::write(store);
-    let original = store.file_tokens(&task.file).map(<[u32]>::to_vec).unwrap_or_default();
-    store.upsert_file(&task.file, tokenize(&task.cut_text)?);
-    Ok(original)
+    run: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let original = {
+        let mut store = copilotd_server::sync::write(store);
+        let original = store.file_tokens(&task.file).map(<[u32]>::to_vec).unwrap_or_default();
+        store.upsert_file(&task.file, tokenize(&task.cut_text)?);
+        original
+    };
+    let result = run();
+    copilotd_server::sync::write(store).upsert_file(&task.file, original);
+    result
 }
 
 fn run_one(
