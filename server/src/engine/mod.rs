@@ -132,20 +132,23 @@ pub trait CompletionService: Send + Sync {
     fn feedback(&self, suggestion: &Completion, verdict: Verdict);
 }
 
+/// A job at `cursor` in the buffer `text` of `f.py`, with the default settings of `auto`.
+#[cfg(test)]
+fn test_job(text: &str, cursor: usize) -> Job {
+    Job {
+        text: Arc::new(text.to_owned()),
+        cursor,
+        path: Some("f.py".to_owned()),
+        max_tokens: 64,
+        strategy: Strategy::Auto,
+        sampling: Sampling::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_job as job;
     use super::*;
-
-    fn job(text: &str, cursor: usize) -> Job {
-        Job {
-            text: Arc::new(text.to_owned()),
-            cursor,
-            path: Some("f.py".to_owned()),
-            max_tokens: 64,
-            strategy: Strategy::Auto,
-            sampling: Sampling::default(),
-        }
-    }
 
     #[test]
     fn a_job_follows_another_when_only_typing_at_its_cursor_came_between() {

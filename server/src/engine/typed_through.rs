@@ -69,18 +69,8 @@ impl LastSuggestion {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_job as job;
     use super::*;
-
-    fn job(text: &str, cursor: usize) -> Job {
-        Job {
-            text: Arc::new(text.to_owned()),
-            cursor,
-            path: Some("f.py".to_owned()),
-            max_tokens: 64,
-            strategy: crate::completion::Strategy::Ar,
-            sampling: crate::completion::Sampling::default(),
-        }
-    }
 
     fn shown(text: &str, cursor: usize, suggestion: &str) -> LastSuggestion {
         let mut last = LastSuggestion::default();
@@ -125,7 +115,7 @@ mod tests {
         let shown = shown("x", 1, "y");
         assert_eq!(shown.continuation(&Job { path: Some("g.py".to_owned()), ..job("x", 1) }), None);
         assert_eq!(shown.continuation(&Job { max_tokens: 1, ..job("x", 1) }), None);
-        assert_eq!(shown.continuation(&Job { strategy: crate::completion::Strategy::Auto, ..job("x", 1) }), None);
+        assert_eq!(shown.continuation(&Job { strategy: crate::completion::Strategy::Ar, ..job("x", 1) }), None);
     }
 
     #[test]
