@@ -967,4 +967,43 @@ mod tests {
             }
         }
     }
+
+    /// Multiplication speed where memory is no limit: weights of the default model's shapes
+    /// (4-bit, and Q8_0 as its output matrix), small enough to stay in L2, times 1 to 16
+    /// input rows on one thread. Tree passes are bound by this arithmetic, one-token passes
+    /// by [`streaming_speed`].
+    #[test]
+    #[ignore]
+    fn compute_speed() {
+        for (rows, cols) in [(2_048, 576), (576, 1_536)] {
+            let x = values(cols * 16, 9);
+            for kernel in Kernel::supported().into_iter().filter(|&k| k != Kernel::Portable) {
+                for w in both_codes(rows, cols, 5, kernel) {
+                    for m in [1, 4, 8, 16] {
+                        let input = w.quantize_input(&x[..cols * m], m);
+                        let mut out = vec![0f32; m * rows];
+                        // The best of five batches of about 30 ms each: a shared machine's
+                        // bursts of other work fall into some batches, not all.
+                        let repeats = 1_000_000_000 / (rows * cols * m);
+                        w.multiply(&input, &mut out, 0..rows);
+                        let seconds = (0..5)
+                            .map(|_| {
+                                let started = std::time::Instant::now();
+                                for _ in 0..repeats {
+                                    w.multiply(&input, &mut out, 0..rows);
+                                }
+                                started.elapsed().as_secs_f64() / repeats as f64
+                            })
+                            .fold(f64::INFINITY, f64::min);
+                        let products = (rows * cols * m) as f64 / seconds / 1e9;
+                        let code = w.input_form();
+                        println!(
+                            "{kernel} {code:?} {rows}×{cols}, {m} input rows: {:.1} µs, {products:.0} G products/s",
+                            seconds * 1e6
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
