@@ -43,7 +43,10 @@ impl Job {
     pub fn typed_before<'a>(&self, later: &'a Job) -> Option<&'a str> {
         let same_settings = (self.path.as_deref(), self.max_tokens, self.strategy, self.sampling)
             == (later.path.as_deref(), later.max_tokens, later.strategy, later.sampling);
-        let typed = later.text.get(self.cursor..later.cursor).filter(|_| same_settings)?;
+        if !same_settings {
+            return None;
+        }
+        let typed = later.text.get(self.cursor..later.cursor)?;
         let (before, after) = self.text.split_at_checked(self.cursor)?;
         let unchanged = later.text.len() == self.text.len() + typed.len()
             && later.text.as_bytes()[..self.cursor] == *before.as_bytes()
