@@ -996,9 +996,9 @@ mod tests {
                             })
                             .fold(f64::INFINITY, f64::min);
                         let products = (rows * cols * m) as f64 / seconds / 1e9;
-                        let code = w.input_form();
+                        let code = if w.input_form() == InputForm::Bytes { "Q8_0" } else { "4-bit (Q4_1)" };
                         println!(
-                            "{kernel} {code:?} {rows}×{cols}, {m} input rows: {:.1} µs, {products:.0} G products/s",
+                            "{kernel} {code} {rows}×{cols}, {m} input rows: {:.1} µs, {products:.0} G products/s",
                             seconds * 1e6
                         );
                     }
