@@ -41,7 +41,7 @@ impl LastSuggestion {
     /// `taken` is that suggestion or its rest (what a typed-through answer gave).
     pub fn taken_whole(&self, taken: &str) -> Option<Job> {
         let last = self.last.as_ref().filter(|last| !taken.is_empty() && last.suggestion.ends_with(taken))?;
-        let (before, after) = last.job.text.split_at(last.job.cursor);
+        let (before, after) = last.job.text.split_at_checked(last.job.cursor)?;
         Some(Job {
             text: Arc::new([before, &last.suggestion, after].concat()),
             cursor: last.job.cursor + last.suggestion.len(),
