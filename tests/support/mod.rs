@@ -148,12 +148,13 @@ pub fn wait_model(client: &mut StdioClient) -> Value {
     }
 }
 
-/// Waits until the background calibration has ended (`done` or `disturbed`); returns the status.
+/// Waits until a background measurement of the cost calibration has ended (`confirming`: the
+/// first is cached and in use, later ones confirm it; `done`; or `disturbed`); returns the status.
 pub fn wait_calibrated(client: &mut StdioClient) -> Value {
     let deadline = std::time::Instant::now() + SLOW;
     loop {
         let status = status(client);
-        if status["calibration"] == "done" || status["calibration"] == "disturbed" {
+        if ["confirming", "done", "disturbed"].iter().any(|&state| status["calibration"] == state) {
             return status;
         }
         assert!(std::time::Instant::now() < deadline, "calibration did not finish: {status}");

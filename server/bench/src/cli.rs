@@ -12,7 +12,7 @@ use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_model::{CpuDescription, Kernel};
 use copilotd_server::cli::{parse, BuildCommonArgs, EngineArgs, SamplingArgs};
 use copilotd_server::completion::drafting::BudgetSettings;
-use copilotd_server::completion::{self, calibrate, common, Completer, Sampling, Strategy};
+use copilotd_server::completion::{self, calibrate, common, Completer, Sampling, Strategy, Unconfirmed};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -335,7 +335,9 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let packages = packages::read_list(&args.packages)?;
     let settings = args.engine.settings();
     let mut completer = Completer::load(&settings)?;
-    completer.calibrate()?;
+    // Measured once more until confirmed, as the daemon does over its first starts: a load on
+    // the machine that skewed one measurement does not skew every later run.
+    completer.calibrate(Unconfirmed::MeasureAgain)?;
     let common = match common::open_or_build(completer.tokenizer()) {
         Ok(store) => Some(store),
         Err(error) => {

@@ -158,6 +158,11 @@ impl CostAwareBudget {
         }
     }
 
+    /// Prices trees with `cost` from now on, keeping what the budget learned.
+    pub fn set_cost(&mut self, cost: CostModel) {
+        self.cost = cost;
+    }
+
     fn bucket(tree: &DraftTree, node: usize) -> usize {
         let parent = tree.parents[node].expect("non-root node");
         let share = if tree.weights[parent] > 0.0 { tree.weights[node] / tree.weights[parent] } else { 0.0 };
@@ -363,6 +368,20 @@ mod tests {
         }
         assert_eq!(budget.select(&tree, 256).len(), 7);
         assert!(budget.select(&tree, 2048).len() < 7);
+    }
+
+    #[test]
+    fn a_new_cost_prices_the_next_trees_and_keeps_what_was_learned() {
+        let mut budget = budget(vec![(1, 10.0), (8, 80.0)], 8, 8);
+        let tree = chain(&[1, 2, 3, 4, 5, 6, 7]);
+        for _ in 0..20 {
+            budget.observe(&tree, &[0, 1, 2]);
+        }
+        let learned = budget.counts();
+        assert!(budget.select(&tree, 256).len() < 7, "a steep curve cuts the tree");
+        budget.set_cost(CostModel::new(vec![(256, CostCurve::new(vec![(1, 10.0), (8, 10.0)]).unwrap())]).unwrap());
+        assert_eq!(budget.select(&tree, 256).len(), 7, "a flat curve verifies it whole");
+        assert_eq!(budget.counts(), learned);
     }
 
     #[test]

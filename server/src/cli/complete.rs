@@ -2,7 +2,7 @@
 //! benchmarks.
 
 use super::{parse, EngineArgs, SamplingArgs};
-use crate::completion::{Completer, CompletionRequest, Strategy};
+use crate::completion::{Completer, CompletionRequest, Strategy, Unconfirmed};
 use crate::config::Config;
 use crate::text_position;
 use crate::workspace::paths::workspace_store_path;
@@ -65,8 +65,9 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
     let cursor = text_position::offset_of_line_column(&text, args.line, args.column)?;
     let mut completer = Completer::load(&args.engine.settings())?;
     if args.strategy != Strategy::Ar {
-        // Measured once per model and machine, then cached (the daemon measures in the background).
-        completer.calibrate()?;
+        // Measured once per model and machine, then cached (the daemon measures in the background,
+        // and again later to confirm it; a one-off command takes the cached curve as it is).
+        completer.calibrate(Unconfirmed::Use)?;
     }
     if args.strategy.uses_common_store() {
         completer.load_common_store()?;

@@ -7,6 +7,13 @@
 //! (`interrupt`); a measurement whose repeated timings disagree too much was
 //! disturbed by other work on the machine: it is used for the time being, not
 //! cached, and measured again later.
+//!
+//! A load that lasts a whole measurement leaves its timings steady, so that check misses
+//! it, and it does not slow every pass alike: other processes' memory traffic slows a
+//! one-token pass (which streams the weights) far more than a tree pass (which computes),
+//! and a skewed curve makes the budget verify trees too large for every request after.
+//! So a cached curve is measured again later ([`CONFIRMATIONS`] measurements in all, at
+//! other times), and each point keeps its least time.
 
 use crate::paths;
 use anyhow::{Context, Result};
@@ -29,6 +36,8 @@ const CALIBRATION_REPEATS: usize = 7;
 const NOISE_LIMIT: f64 = 1.5;
 /// Tokens prefilled at a time, so that an interruption is seen between pieces.
 const PREFILL_PIECE: usize = 256;
+/// Undisturbed measurements, taken at different times, merged before a cached curve is final.
+pub const CONFIRMATIONS: u32 = 3;
 
 /// Real code to run the passes on; any text works, a fixed one keeps runs
 /// comparable.
@@ -54,14 +63,62 @@ pub fn measure(model: &mut Model, cache: usize, nodes: &[usize], repeats: usize)
     Ok(medians(nodes, &times?.context("never interrupted")?))
 }
 
+/// A cost model and the undisturbed measurements merged into it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Calibrated {
+    pub cost: CostModel,
+    pub measurements: u32,
+}
+
+impl Calibrated {
+    /// Whether enough measurements were merged for the curve to stay as it is.
+    pub fn confirmed(&self) -> bool {
+        self.measurements >= CONFIRMATIONS
+    }
+
+    /// This calibration with a later measurement merged: each point keeps the lesser of its
+    /// time and the later model's at the same node count and cache length. The later model
+    /// may have been measured at other cache lengths (above a cached prompt): a point is
+    /// compared only where they cover its length, and the measurement counts only if some
+    /// point was.
+    fn merged_with(&self, later: &CostModel) -> Calibrated {
+        let (Some(&(shortest, _)), Some(&(longest, _))) = (later.curves().first(), later.curves().last()) else {
+            return self.clone();
+        };
+        let covered = |length: usize| (shortest..=longest).contains(&length);
+        let curves = self.cost.curves().iter().map(|(length, curve)| {
+            let points = curve
+                .points()
+                .iter()
+                .map(|&(nodes, ms)| (nodes, if covered(*length) { ms.min(later.cost(nodes, *length)) } else { ms }));
+            (*length, CostCurve::new(points.collect()).expect("merged from a valid curve"))
+        });
+        let compared = self.cost.curves().iter().any(|(length, _)| covered(*length));
+        Calibrated {
+            cost: CostModel::new(curves.collect()).expect("merged from a valid model"),
+            measurements: self.measurements + u32::from(compared),
+        }
+    }
+}
+
 /// What a calibration gave.
 pub enum Calibration {
-    /// Measured on a quiet machine (and cached), or read from the cache.
-    Done(CostModel),
-    /// Measured while other work disturbed the timings: usable for now, not cached.
+    /// Measured on a quiet machine (and cached, merged with what was), or read from the cache.
+    Done(Calibrated),
+    /// Measured while other work disturbed the timings: the cached model if there is one,
+    /// else the disturbed one, usable for now and not cached.
     Disturbed(CostModel),
     /// `interrupt` asked for the model before the end.
     Interrupted,
+}
+
+/// What [`calibrate`] does with a cached curve that is not [confirmed](Calibrated::confirmed) yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unconfirmed {
+    /// Takes it as it is (a one-off command that should not wait).
+    Use,
+    /// Measures once more and merges.
+    MeasureAgain,
 }
 
 /// `measure` at several cache lengths, extending one prefill from the
@@ -74,7 +131,7 @@ fn measure_lengths(
     nodes: &[usize],
     repeats: usize,
     interrupt: &dyn Fn() -> bool,
-) -> Result<Calibration> {
+) -> Result<Measured> {
     let held = model.cache_len();
     let largest = nodes.iter().copied().max().unwrap_or(1);
     let lengths = lengths_above(caches, held);
@@ -88,7 +145,7 @@ fn measure_lengths(
     for cache in lengths {
         let Some(times) = measure_on_cache(model, cache, nodes, repeats, interrupt)? else {
             model.truncate(held);
-            return Ok(Calibration::Interrupted);
+            return Ok(Measured::Interrupted);
         };
         disturbed |= is_disturbed(&times);
         let curve = CostCurve::new(medians(nodes, &times)).context("calibration measured no usable times")?;
@@ -96,7 +153,15 @@ fn measure_lengths(
     }
     model.truncate(held);
     let cost = CostModel::new(curves).context("no cache length to calibrate at")?;
-    Ok(if disturbed { Calibration::Disturbed(cost) } else { Calibration::Done(cost) })
+    Ok(if disturbed { Measured::Disturbed(cost) } else { Measured::Quiet(cost) })
+}
+
+/// What one measurement gave.
+enum Measured {
+    Quiet(CostModel),
+    /// Its repeated timings spread too far to trust.
+    Disturbed(CostModel),
+    Interrupted,
 }
 
 /// The calibration lengths moved above `held` cached tokens, keeping their spacing.
@@ -195,74 +260,83 @@ fn build_identity() -> String {
     format!("{}-{}", metadata.len(), modified.map_or(0, |since| since.as_secs()))
 }
 
-/// The cost model of this model on this machine: cached, or measured now
-/// (several seconds for a small model; cached unless disturbed).
-pub fn cost_model(model: &mut Model) -> Result<CostModel> {
-    match calibrate(model, &|| false)? {
-        Calibration::Done(cost) | Calibration::Disturbed(cost) => Ok(cost),
-        Calibration::Interrupted => anyhow::bail!("calibration interrupted"),
-    }
-}
-
-/// The cached cost model of this model on this machine, if there is a usable one.
-pub fn cached(model: &Model) -> Option<CostModel> {
+/// The cached calibration of this model on this machine, if there is a usable one.
+pub fn cached(model: &Model) -> Option<Calibrated> {
     let path = cache_file(model.info(), model.tokenizer().fingerprint());
     match read_cached(&path) {
-        Cached::Usable(cost) => Some(cost),
-        Cached::Missing => None,
-        Cached::Unusable => {
+        CacheFile::Usable(calibrated) => Some(calibrated),
+        CacheFile::Missing => None,
+        CacheFile::Unusable => {
             tracing::warn!("the calibration file {} is unusable; measuring again and replacing it", path.display());
             None
         }
     }
 }
 
-/// The cached cost model, or a measurement until `interrupt` says stop; an undisturbed
-/// measurement is cached.
-pub fn calibrate(model: &mut Model, interrupt: &dyn Fn() -> bool) -> Result<Calibration> {
-    if let Some(cost) = cached(model) {
-        return Ok(Calibration::Done(cost));
+/// The cached calibration (measured once more first if it is not confirmed and `unconfirmed`
+/// says so), or a measurement until `interrupt` says stop. An undisturbed measurement is
+/// merged into the cached one, or cached as the first.
+pub fn calibrate(model: &mut Model, unconfirmed: Unconfirmed, interrupt: &dyn Fn() -> bool) -> Result<Calibration> {
+    let cached = cached(model);
+    if let Some(calibrated) = cached.as_ref().filter(|c| c.confirmed() || unconfirmed == Unconfirmed::Use) {
+        return Ok(Calibration::Done(calibrated.clone()));
     }
     let path = cache_file(model.info(), model.tokenizer().fingerprint());
-    let calibration = measure_lengths(model, &CALIBRATION_CACHES, &CALIBRATION_NODES, CALIBRATION_REPEATS, interrupt)?;
-    match &calibration {
-        Calibration::Done(cost) => {
-            if let Err(error) = copilotd_draft::atomic_file::write(&path, &encode(cost)) {
+    let measured = measure_lengths(model, &CALIBRATION_CACHES, &CALIBRATION_NODES, CALIBRATION_REPEATS, interrupt)?;
+    Ok(match measured {
+        Measured::Quiet(cost) => {
+            let calibrated = match cached {
+                Some(earlier) => earlier.merged_with(&cost),
+                None => Calibrated { cost, measurements: 1 },
+            };
+            if let Err(error) = copilotd_draft::atomic_file::write(&path, &encode(&calibrated)) {
                 tracing::warn!("cannot cache the cost curve at {}: {error:#}", path.display());
             }
+            Calibration::Done(calibrated)
         }
-        Calibration::Disturbed(_) => tracing::info!("the cost calibration was disturbed by other work; not cached"),
-        Calibration::Interrupted => {}
-    }
-    Ok(calibration)
+        Measured::Disturbed(cost) => {
+            tracing::info!("the cost calibration was disturbed by other work; not cached");
+            Calibration::Disturbed(cached.map_or(cost, |earlier| earlier.cost))
+        }
+        Measured::Interrupted => Calibration::Interrupted,
+    })
 }
 
 /// What the calibration cache holds for a model.
-enum Cached {
+enum CacheFile {
     Missing,
-    Usable(CostModel),
+    Usable(Calibrated),
     /// Unreadable, damaged or from another layout: measured again and replaced.
     Unusable,
 }
 
-fn read_cached(path: &std::path::Path) -> Cached {
+fn read_cached(path: &std::path::Path) -> CacheFile {
     match std::fs::read(path) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Cached::Missing,
-        Err(_) => Cached::Unusable,
-        Ok(bytes) => parse(&bytes).map_or(Cached::Unusable, Cached::Usable),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => CacheFile::Missing,
+        Err(_) => CacheFile::Unusable,
+        Ok(bytes) => parse(&bytes).map_or(CacheFile::Unusable, CacheFile::Usable),
     }
 }
 
-fn encode(cost: &CostModel) -> Vec<u8> {
-    let stored: Vec<(usize, &[(usize, f64)])> = cost.curves().iter().map(|(len, c)| (*len, c.points())).collect();
-    serde_json::to_vec(&stored).expect("numbers serialize")
+/// A calibration as the cache file holds it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Stored {
+    measurements: u32,
+    /// `(cache length, [(nodes, milliseconds)])`.
+    curves: Vec<(usize, Vec<(usize, f64)>)>,
 }
 
-/// A cached cost model; `None` when unreadable or from another layout.
-fn parse(bytes: &[u8]) -> Option<CostModel> {
-    let stored: Vec<(usize, Vec<(usize, f64)>)> = serde_json::from_slice(bytes).ok()?;
-    let curves = stored.into_iter().map(|(len, points)| Some((len, CostCurve::new(points)?))).collect::<Option<_>>()?;
-    CostModel::new(curves)
+fn encode(calibrated: &Calibrated) -> Vec<u8> {
+    let curves = calibrated.cost.curves().iter().map(|(len, c)| (*len, c.points().to_vec())).collect();
+    serde_json::to_vec(&Stored { measurements: calibrated.measurements, curves }).expect("numbers serialize")
+}
+
+/// A cached calibration; `None` when unreadable or from another layout.
+fn parse(bytes: &[u8]) -> Option<Calibrated> {
+    let stored: Stored = serde_json::from_slice(bytes).ok()?;
+    let curves =
+        stored.curves.into_iter().map(|(len, points)| Some((len, CostCurve::new(points)?))).collect::<Option<_>>()?;
+    (stored.measurements > 0).then_some(Calibrated { cost: CostModel::new(curves)?, measurements: stored.measurements })
 }
 
 #[cfg(test)]
@@ -290,15 +364,52 @@ mod tests {
     fn a_garbage_calibration_file_is_unusable_and_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("model.json");
-        assert!(matches!(read_cached(&path), Cached::Missing));
+        assert!(matches!(read_cached(&path), CacheFile::Missing));
         std::fs::write(&path, b"\x00garbage{").unwrap();
-        assert!(matches!(read_cached(&path), Cached::Unusable));
+        assert!(matches!(read_cached(&path), CacheFile::Unusable));
         let curve = CostCurve::new(vec![(1, 10.0), (8, 25.0)]).unwrap();
         let cost = CostModel::new(vec![(256, curve.clone()), (2048, curve)]).unwrap();
-        copilotd_draft::atomic_file::write(&path, &encode(&cost)).unwrap();
+        let calibrated = Calibrated { cost, measurements: 2 };
+        copilotd_draft::atomic_file::write(&path, &encode(&calibrated)).unwrap();
         match read_cached(&path) {
-            Cached::Usable(read) => assert_eq!(read.curves().len(), 2),
+            CacheFile::Usable(read) => assert_eq!(read, calibrated),
             _ => panic!("the replaced file must be usable"),
         }
+        // The format before measurements were counted: measured again.
+        std::fs::write(&path, br#"[[256,[[1,10.0],[8,25.0]]]]"#).unwrap();
+        assert!(matches!(read_cached(&path), CacheFile::Unusable));
+    }
+
+    fn model(curves: &[(usize, &[(usize, f64)])]) -> CostModel {
+        CostModel::new(curves.iter().map(|(len, points)| (*len, CostCurve::new(points.to_vec()).unwrap())).collect())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_later_measurement_keeps_each_points_least_time() {
+        // The first measurement ran while other work held the memory: the one-token pass
+        // slowed, the tree pass did not.
+        let skewed = Calibrated {
+            cost: model(&[(256, &[(1, 4.5), (16, 15.0)]), (2048, &[(1, 6.0), (16, 30.0)])]),
+            measurements: 1,
+        };
+        assert!(!skewed.confirmed());
+        let quiet = model(&[(256, &[(1, 3.0), (16, 15.5)]), (2048, &[(1, 4.5), (16, 29.0)])]);
+        let merged = skewed.merged_with(&quiet);
+        assert_eq!(merged.measurements, 2);
+        assert_eq!(merged.cost, model(&[(256, &[(1, 3.0), (16, 15.0)]), (2048, &[(1, 4.5), (16, 29.0)])]));
+        assert!(merged.merged_with(&quiet).confirmed());
+    }
+
+    #[test]
+    fn a_measurement_above_a_cached_prompt_merges_where_it_covers_the_length() {
+        let earlier = Calibrated { cost: model(&[(256, &[(1, 4.0)]), (2048, &[(1, 8.0)])]), measurements: 1 };
+        // Measured at 1,000 and 3,000 cached tokens: 2,048 lies between them, 256 does not.
+        let later = model(&[(1000, &[(1, 2.0)]), (3000, &[(1, 6.0)])]);
+        let merged = earlier.merged_with(&later);
+        assert_eq!(merged.cost, model(&[(256, &[(1, 4.0)]), (2048, &[(1, 2.0 + 4.0 * 1048.0 / 2000.0)])]));
+        assert_eq!(merged.measurements, 2);
+        let apart = model(&[(3000, &[(1, 1.0)]), (5000, &[(1, 1.0)])]);
+        assert_eq!(earlier.merged_with(&apart), earlier, "nothing to compare: not counted");
     }
 }

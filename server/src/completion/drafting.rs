@@ -107,6 +107,14 @@ impl DraftSources {
         self.cost_aware.insert(strategy, policy);
     }
 
+    /// Prices every strategy's trees with `cost` from now on (a later calibration), keeping
+    /// what their budgets learned.
+    pub fn update_cost_model(&mut self, cost: &CostModel) {
+        for policy in self.cost_aware.values_mut() {
+            policy.set_cost(cost.clone());
+        }
+    }
+
     /// Keeps what the cost-aware budget of `strategy` learned (when it has a file to keep it in).
     pub fn save_acceptance(&self, strategy: Strategy) {
         if let (Some(file), Some(policy)) = (&self.acceptance_files, self.cost_aware.get(&strategy)) {

@@ -17,7 +17,7 @@ pub mod stop;
 pub mod strategy;
 pub mod typed_ahead;
 
-pub use calibrate::Calibration;
+pub use calibrate::{Calibrated, Calibration, Unconfirmed};
 pub use error::CompletionError;
 pub use sampling::Sampling;
 pub use strategy::Strategy;
@@ -296,12 +296,14 @@ impl Completer {
         }
     }
 
-    /// Uses the cached cost curve of this model on this machine, if there is one (cheap).
-    pub fn use_cached_calibration(&mut self) -> bool {
-        if self.cost_model.is_none() {
-            self.cost_model = calibrate::cached(&self.session.model_mut().0);
+    /// Uses the cached cost curve of this model on this machine, if there is one (cheap);
+    /// returns it.
+    pub fn use_cached_calibration(&mut self) -> Option<Calibrated> {
+        let cached = calibrate::cached(&self.session.model_mut().0);
+        if let Some(calibrated) = &cached {
+            self.use_cost_model(&calibrated.cost);
         }
-        self.cost_model.is_some()
+        cached
     }
 
     /// Whether drafting still waits for the cost curve (and uses a small fixed tree meanwhile).
@@ -309,23 +311,37 @@ impl Completer {
         self.settings.budget.cost_aware && self.cost_model.is_none()
     }
 
-    /// Measures the cost curve (or reads it from the cache) until `interrupt` says stop,
-    /// checked between forward passes. A disturbed measurement is used until a better one.
-    pub fn calibrate_until(&mut self, interrupt: &dyn Fn() -> bool) -> Result<Calibration, CompletionError> {
+    /// Measures the cost curve (or reads it from the cache, see [`Unconfirmed`]) until
+    /// `interrupt` says stop, checked between forward passes. A disturbed measurement is
+    /// used until a better one.
+    pub fn calibrate_until(
+        &mut self,
+        unconfirmed: Unconfirmed,
+        interrupt: &dyn Fn() -> bool,
+    ) -> Result<Calibration, CompletionError> {
         // Measured on top of the cached prompt, which the next request reuses.
-        let calibration = self.session.on_top_of_cache(|model| calibrate::calibrate(&mut model.0, interrupt))?;
-        if let Calibration::Done(cost) | Calibration::Disturbed(cost) = &calibration {
-            self.cost_model = Some(cost.clone());
+        let calibration =
+            self.session.on_top_of_cache(|model| calibrate::calibrate(&mut model.0, unconfirmed, interrupt))?;
+        match &calibration {
+            Calibration::Done(Calibrated { cost, .. }) | Calibration::Disturbed(cost) => self.use_cost_model(cost),
+            Calibration::Interrupted => {}
         }
         Ok(calibration)
     }
 
-    /// Measures the cost curve now unless it is known (blocking: the CLI and benchmarks).
-    pub fn calibrate(&mut self) -> Result<(), CompletionError> {
-        if self.needs_calibration() && !self.use_cached_calibration() {
-            self.calibrate_until(&|| false)?;
+    /// Measures the cost curve now unless it is known, or once more if it is not confirmed and
+    /// `unconfirmed` says so (blocking: the CLI and benchmarks).
+    pub fn calibrate(&mut self, unconfirmed: Unconfirmed) -> Result<(), CompletionError> {
+        if self.settings.budget.cost_aware {
+            self.calibrate_until(unconfirmed, &|| false)?;
         }
         Ok(())
+    }
+
+    /// Prices drafts with `cost` from the next request on.
+    fn use_cost_model(&mut self, cost: &CostModel) {
+        self.sources.update_cost_model(cost);
+        self.cost_model = Some(cost.clone());
     }
 
     /// Completes the buffer at the cursor. `cancel` is checked once per

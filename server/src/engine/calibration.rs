@@ -1,13 +1,16 @@
 //! The cost calibration of a loaded model, in the background: it starts once no request has
 //! wanted the model for a moment, gives the model back within one forward pass when a request
 //! wants it (and starts over later), and is measured again later when the machine was busy.
-//! Requests never wait for it; until it is done they draft a small fixed tree.
+//! Requests never wait for it; until it is done they draft a small fixed tree. A cost curve
+//! not yet confirmed by later measurements (see [`crate::completion::calibrate`]) is in use
+//! and measured again: at start, and [`CONFIRM_AFTER`] after each measurement.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::completion::{Calibration, Completer};
+use crate::completion::calibrate::CONFIRMATIONS;
+use crate::completion::{Calibration, Completer, Unconfirmed};
 use crate::sync::lock;
 
 /// Quiet time (no request wanting the model) before calibration starts or resumes.
@@ -16,6 +19,9 @@ const IDLE_BEFORE: Duration = Duration::from_secs(1);
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Disturbed measurements before giving up until the next start (the last one stays in use).
 const MAX_DISTURBED: usize = 5;
+/// Wait between the measurements that confirm a cost curve, so that a load on the machine
+/// lasting minutes skews at most one of them.
+const CONFIRM_AFTER: Duration = Duration::from_secs(15 * 60);
 
 /// Where the calibration of the loaded model is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +31,9 @@ pub enum CalibrationState {
     Measuring,
     /// Measured while the machine was busy: in use, measured again later.
     Disturbed,
-    /// Measured or read from the cache.
+    /// Measured, in use, and measured again later to confirm it.
+    Confirming,
+    /// Measured and confirmed, or read from the cache so.
     Done,
     /// Not needed (fixed draft budget) or impossible (see the log).
     Off,
@@ -37,6 +45,7 @@ impl CalibrationState {
             CalibrationState::Pending => "pending",
             CalibrationState::Measuring => "measuring",
             CalibrationState::Disturbed => "disturbed",
+            CalibrationState::Confirming => "confirming",
             CalibrationState::Done => "done",
             CalibrationState::Off => "off",
         }
@@ -46,7 +55,7 @@ impl CalibrationState {
 /// What requests and the background calibration share.
 #[derive(Debug)]
 pub struct CalibrationControl {
-    /// Requests waiting for or using the model.
+    /// Requests waiting for or using the model, and other work calibration gives way to.
     wanting: AtomicUsize,
     last_request: Mutex<Instant>,
     state: Mutex<CalibrationState>,
@@ -79,7 +88,8 @@ impl CalibrationControl {
         *lock(&self.state) = state;
     }
 
-    /// Marks a request as wanting the model until the guard drops: calibration gives way.
+    /// Marks a request as wanting the model until the guard drops: calibration gives way. Other
+    /// work that shares the cores (building the common store) holds one too.
     pub fn want(&self) -> Wanting<'_> {
         self.wanting.fetch_add(1, Ordering::AcqRel);
         Wanting(self)
@@ -99,8 +109,8 @@ impl CalibrationControl {
     }
 }
 
-/// Calibrates the completer in the background until done, off or given up; ends early when the
-/// model is replaced (nothing else holds it any more).
+/// Calibrates the completer in the background until done (confirmed), off or given up; ends
+/// early when the model is replaced (nothing else holds it any more).
 pub async fn run(completer: Weak<tokio::sync::Mutex<Completer>>, control: Weak<CalibrationControl>) {
     let mut disturbed = 0;
     let mut pause = IDLE_BEFORE;
@@ -117,19 +127,33 @@ pub async fn run(completer: Weak<tokio::sync::Mutex<Completer>>, control: Weak<C
             pause = wait;
             continue;
         }
-        shared.set_state(CalibrationState::Measuring);
+        // Requests keep a curve in use while it is measured again.
+        let before = shared.state();
+        if before != CalibrationState::Confirming {
+            shared.set_state(CalibrationState::Measuring);
+        }
         let measuring = Arc::clone(&shared);
         let outcome = tokio::task::spawn_blocking(move || {
             let mut completer = guard;
             let started = Instant::now();
-            completer.calibrate_until(&|| measuring.wanted()).map(|calibration| (calibration, started.elapsed()))
+            completer
+                .calibrate_until(Unconfirmed::MeasureAgain, &|| measuring.wanted())
+                .map(|calibration| (calibration, started.elapsed()))
         })
         .await;
         pause = IDLE_BEFORE;
         match outcome {
-            Ok(Ok((Calibration::Done(_), took))) => {
-                tracing::info!("cost calibration done in {:.1} s", took.as_secs_f64());
-                return shared.set_state(CalibrationState::Done);
+            Ok(Ok((Calibration::Done(calibrated), took))) => {
+                tracing::info!(
+                    "cost calibration: measurement {} of {CONFIRMATIONS} done in {:.1} s",
+                    calibrated.measurements,
+                    took.as_secs_f64()
+                );
+                if calibrated.confirmed() {
+                    return shared.set_state(CalibrationState::Done);
+                }
+                shared.set_state(CalibrationState::Confirming);
+                pause = CONFIRM_AFTER;
             }
             Ok(Ok((Calibration::Disturbed(_), _))) => {
                 disturbed += 1;
@@ -140,7 +164,7 @@ pub async fn run(completer: Weak<tokio::sync::Mutex<Completer>>, control: Weak<C
                 }
                 pause = RETRY_AFTER;
             }
-            Ok(Ok((Calibration::Interrupted, _))) => shared.set_state(CalibrationState::Pending),
+            Ok(Ok((Calibration::Interrupted, _))) => shared.set_state(before),
             Ok(Err(error)) => {
                 tracing::warn!("cost calibration failed: {error}; drafting keeps a small fixed tree");
                 return shared.set_state(CalibrationState::Off);

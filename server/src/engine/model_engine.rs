@@ -214,8 +214,9 @@ impl ModelEngine {
             }
             let calibration = match (completer.needs_calibration(), completer.use_cached_calibration()) {
                 (false, _) => CalibrationState::Off,
-                (true, true) => CalibrationState::Done,
-                (true, false) => CalibrationState::Pending,
+                (true, Some(cached)) if cached.confirmed() => CalibrationState::Done,
+                (true, Some(_)) => CalibrationState::Confirming,
+                (true, None) => CalibrationState::Pending,
             };
             anyhow::Ok((completer, calibration))
         })
@@ -236,8 +237,8 @@ impl ModelEngine {
                     generated_tokens: AtomicU64::new(0),
                     calibration: Arc::new(CalibrationControl::new(calibration_state)),
                 };
-                attach_common_store(tokenizer, info, Arc::clone(&loaded.completer));
-                if calibration_state == CalibrationState::Pending {
+                attach_common_store(tokenizer, info, Arc::clone(&loaded.completer), Arc::clone(&loaded.calibration));
+                if matches!(calibration_state, CalibrationState::Pending | CalibrationState::Confirming) {
                     let (completer, control) = (Arc::downgrade(&loaded.completer), Arc::downgrade(&loaded.calibration));
                     tokio::spawn(calibration::run(completer, control));
                 }
@@ -445,9 +446,19 @@ fn save_preferences_to(completer: &Completer, path: &std::path::Path) {
 /// Opens (or, the first time, builds) the common datastore on a background
 /// thread and hands it to the completer; completions are served without it
 /// until then. A store refined for this model is preferred.
-fn attach_common_store(tokenizer: Tokenizer, info: ModelInfo, completer: Arc<tokio::sync::Mutex<Completer>>) {
-    std::thread::spawn(move || match completion::common::open_for_model(&tokenizer, &info) {
-        Ok(store) => completer.blocking_lock().set_common(store),
-        Err(error) => tracing::warn!("serving without the common datastore: {error:#}"),
+/// Opens (or builds, the first time) the common store on a thread of its own. Calibration
+/// waits for it: a build shares the cores with the measured passes.
+fn attach_common_store(
+    tokenizer: Tokenizer,
+    info: ModelInfo,
+    completer: Arc<tokio::sync::Mutex<Completer>>,
+    calibration: Arc<CalibrationControl>,
+) {
+    std::thread::spawn(move || {
+        let _building = calibration.want();
+        match completion::common::open_for_model(&tokenizer, &info) {
+            Ok(store) => completer.blocking_lock().set_common(store),
+            Err(error) => tracing::warn!("serving without the common datastore: {error:#}"),
+        }
     });
 }

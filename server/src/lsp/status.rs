@@ -96,8 +96,8 @@ pub struct Status {
     pub tokens_per_second: Option<f64>,
     /// Mean accepted tokens per forward step over recent completions.
     pub acceptance_length: Option<f64>,
-    /// The cost calibration of the loaded model: `pending`, `measuring`, `disturbed`, `done`,
-    /// `off`; `none` without a model.
+    /// The cost calibration of the loaded model: `pending`, `measuring`, `disturbed`,
+    /// `confirming` (in use, measured again later), `done`, `off`; `none` without a model.
     pub calibration: String,
     /// Completions answered since start.
     pub completions: u64,

@@ -74,6 +74,8 @@ local function check_clients()
         local calibration = status.calibration
         if calibration == 'done' then
           health.ok('cost calibration: done')
+        elseif calibration == 'confirming' then
+          health.ok('cost calibration: in use; measured again later to confirm it')
         elseif calibration == 'disturbed' then
           health.warn('cost calibration: disturbed by other work on the machine; measured again later')
         elseif calibration == nil then
