@@ -394,9 +394,10 @@ fn calibration_runs_in_the_background_never_in_a_request() {
     assert_eq!(first["measurements"], 1, "{first}");
 
     // The cached curve was skewed (say, other work held the memory while the one-token passes
-    // ran): the next start uses it at once and measures again, and each point keeps its
-    // least time.
+    // ran), and measured long enough ago: the next start uses it at once and measures again,
+    // and each point keeps its least time.
     let mut skewed = first.clone();
+    skewed["measured_at"] = json!(first["measured_at"].as_u64().unwrap() - 3600);
     for curve in skewed["curves"].as_array_mut().unwrap() {
         for point in curve[1].as_array_mut().unwrap() {
             if point[0] == 1 {
@@ -432,4 +433,14 @@ fn calibration_runs_in_the_background_never_in_a_request() {
     let (skewed, merged) = (points(&skewed), points(&second));
     assert_eq!(skewed.len(), merged.len());
     assert!(skewed.iter().zip(&merged).all(|(before, after)| after <= before), "{skewed:?} {merged:?}");
+
+    // Just measured: a start right after uses it and waits before the third measurement (a
+    // measurement takes about 3 s here; the daemon would start one after 1 s of quiet).
+    let mut harness = restart(harness.home, Some(workspace.path()), options(&model, 16));
+    assert_eq!(wait_model(&mut harness.client)["calibration"], "confirming");
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    let still: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    assert_eq!(still["measurements"], 2, "measured again too soon: {still}");
+    assert_eq!(status(&mut harness.client)["calibration"], "confirming");
+    assert!(harness.client.shutdown(QUICK).unwrap());
 }

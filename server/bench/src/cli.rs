@@ -335,8 +335,8 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let packages = packages::read_list(&args.packages)?;
     let settings = args.engine.settings();
     let mut completer = Completer::load(&settings)?;
-    // Measured once more until confirmed, as the daemon does over its first starts: a load on
-    // the machine that skewed one measurement does not skew every later run.
+    // Measured once more while unconfirmed and due, as the daemon does: a load on the machine
+    // that skewed one measurement does not skew every later run.
     completer.calibrate(Unconfirmed::MeasureAgain)?;
     let common = match common::open_or_build(completer.tokenizer()) {
         Ok(store) => Some(store),

@@ -13,14 +13,14 @@
 //! one-token pass (which streams the weights) far more than a tree pass (which computes),
 //! and a skewed curve makes the budget verify trees too large for every request after.
 //! So a cached curve is measured again later ([`CONFIRMATIONS`] measurements in all, at
-//! other times), and each point keeps its least time.
+//! least [`CONFIRM_AFTER`] apart), and each point keeps its least time.
 
 use crate::paths;
 use anyhow::{Context, Result};
 use copilotd_draft::budget::{CostCurve, CostModel};
 use copilotd_model::{CpuDescription, Model, ModelInfo};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Node counts measured for the draft budget (larger trees are extrapolated).
 const CALIBRATION_NODES: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -38,6 +38,9 @@ const NOISE_LIMIT: f64 = 1.5;
 const PREFILL_PIECE: usize = 256;
 /// Undisturbed measurements, taken at different times, merged before a cached curve is final.
 pub const CONFIRMATIONS: u32 = 3;
+/// Least time between the measurements that confirm a curve, so that a load on the machine
+/// lasting minutes skews at most one of them.
+pub const CONFIRM_AFTER: Duration = Duration::from_secs(15 * 60);
 
 /// Real code to run the passes on; any text works, a fixed one keeps runs
 /// comparable.
@@ -68,6 +71,8 @@ pub fn measure(model: &mut Model, cache: usize, nodes: &[usize], repeats: usize)
 pub struct Calibrated {
     pub cost: CostModel,
     pub measurements: u32,
+    /// When the last of them ended, in seconds since the Unix epoch.
+    pub measured_at: u64,
 }
 
 impl Calibrated {
@@ -76,12 +81,19 @@ impl Calibrated {
         self.measurements >= CONFIRMATIONS
     }
 
+    /// How long until the next measurement that confirms the curve is due at `now` (seconds
+    /// since the Unix epoch; zero when it is due); `None` once confirmed.
+    pub fn confirm_in(&self, now: u64) -> Option<Duration> {
+        let since = Duration::from_secs(now.saturating_sub(self.measured_at));
+        (!self.confirmed()).then(|| CONFIRM_AFTER.saturating_sub(since))
+    }
+
     /// This calibration with a later measurement merged: each point keeps the lesser of its
     /// time and the later model's at the same node count and cache length. The later model
     /// may have been measured at other cache lengths (above a cached prompt): a point is
     /// compared only where they cover its length, and the measurement counts only if some
     /// point was.
-    fn merged_with(&self, later: &CostModel) -> Calibrated {
+    fn merged_with(&self, later: &CostModel, now: u64) -> Calibrated {
         let (Some(&(shortest, _)), Some(&(longest, _))) = (later.curves().first(), later.curves().last()) else {
             return self.clone();
         };
@@ -97,14 +109,17 @@ impl Calibrated {
         Calibrated {
             cost: CostModel::new(curves.collect()).expect("merged from a valid model"),
             measurements: self.measurements + u32::from(compared),
+            measured_at: if compared { now } else { self.measured_at },
         }
     }
 }
 
 /// What a calibration gave.
 pub enum Calibration {
-    /// Measured on a quiet machine (and cached, merged with what was), or read from the cache.
-    Done(Calibrated),
+    /// Read from the cache, not measured.
+    Cached(Calibrated),
+    /// Measured on a quiet machine and cached (merged with what was).
+    Measured(Calibrated),
     /// Measured while other work disturbed the timings: the cached model if there is one,
     /// else the disturbed one, usable for now and not cached.
     Disturbed(CostModel),
@@ -117,7 +132,7 @@ pub enum Calibration {
 pub enum Unconfirmed {
     /// Takes it as it is (a one-off command that should not wait).
     Use,
-    /// Measures once more and merges.
+    /// Measures once more and merges, when the last measurement is [`CONFIRM_AFTER`] old.
     MeasureAgain,
 }
 
@@ -273,26 +288,39 @@ pub fn cached(model: &Model) -> Option<Calibrated> {
     }
 }
 
-/// The cached calibration (measured once more first if it is not confirmed and `unconfirmed`
-/// says so), or a measurement until `interrupt` says stop. An undisturbed measurement is
-/// merged into the cached one, or cached as the first.
+/// Seconds since the Unix epoch (0 on a clock before it).
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |since| since.as_secs())
+}
+
+/// The cached calibration (measured once more first if a confirming measurement is due and
+/// `unconfirmed` says so), or a measurement until `interrupt` says stop. An undisturbed
+/// measurement is merged into the cached one, or cached as the first.
 pub fn calibrate(model: &mut Model, unconfirmed: Unconfirmed, interrupt: &dyn Fn() -> bool) -> Result<Calibration> {
     let cached = cached(model);
-    if let Some(calibrated) = cached.as_ref().filter(|c| c.confirmed() || unconfirmed == Unconfirmed::Use) {
-        return Ok(Calibration::Done(calibrated.clone()));
+    let due = |c: &Calibrated| c.confirm_in(unix_now()).is_some_and(|wait| wait.is_zero());
+    if let Some(calibrated) = cached.as_ref().filter(|c| unconfirmed == Unconfirmed::Use || !due(c)) {
+        return Ok(Calibration::Cached(calibrated.clone()));
     }
     let path = cache_file(model.info(), model.tokenizer().fingerprint());
+    let started = Instant::now();
     let measured = measure_lengths(model, &CALIBRATION_CACHES, &CALIBRATION_NODES, CALIBRATION_REPEATS, interrupt)?;
     Ok(match measured {
         Measured::Quiet(cost) => {
+            let now = unix_now();
             let calibrated = match cached {
-                Some(earlier) => earlier.merged_with(&cost),
-                None => Calibrated { cost, measurements: 1 },
+                Some(earlier) => earlier.merged_with(&cost, now),
+                None => Calibrated { cost, measurements: 1, measured_at: now },
             };
+            tracing::info!(
+                "cost calibration: measurement {} of {CONFIRMATIONS} done in {:.1} s",
+                calibrated.measurements,
+                started.elapsed().as_secs_f64()
+            );
             if let Err(error) = copilotd_draft::atomic_file::write(&path, &encode(&calibrated)) {
                 tracing::warn!("cannot cache the cost curve at {}: {error:#}", path.display());
             }
-            Calibration::Done(calibrated)
+            Calibration::Measured(calibrated)
         }
         Measured::Disturbed(cost) => {
             tracing::info!("the cost calibration was disturbed by other work; not cached");
@@ -322,13 +350,15 @@ fn read_cached(path: &std::path::Path) -> CacheFile {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Stored {
     measurements: u32,
+    measured_at: u64,
     /// `(cache length, [(nodes, milliseconds)])`.
     curves: Vec<(usize, Vec<(usize, f64)>)>,
 }
 
 fn encode(calibrated: &Calibrated) -> Vec<u8> {
     let curves = calibrated.cost.curves().iter().map(|(len, c)| (*len, c.points().to_vec())).collect();
-    serde_json::to_vec(&Stored { measurements: calibrated.measurements, curves }).expect("numbers serialize")
+    let Calibrated { measurements, measured_at, .. } = *calibrated;
+    serde_json::to_vec(&Stored { measurements, measured_at, curves }).expect("numbers serialize")
 }
 
 /// A cached calibration; `None` when unreadable or from another layout.
@@ -336,7 +366,8 @@ fn parse(bytes: &[u8]) -> Option<Calibrated> {
     let stored: Stored = serde_json::from_slice(bytes).ok()?;
     let curves =
         stored.curves.into_iter().map(|(len, points)| Some((len, CostCurve::new(points)?))).collect::<Option<_>>()?;
-    (stored.measurements > 0).then_some(Calibrated { cost: CostModel::new(curves)?, measurements: stored.measurements })
+    let Stored { measurements, measured_at, .. } = stored;
+    (measurements > 0).then_some(Calibrated { cost: CostModel::new(curves)?, measurements, measured_at })
 }
 
 #[cfg(test)]
@@ -369,7 +400,7 @@ mod tests {
         assert!(matches!(read_cached(&path), CacheFile::Unusable));
         let curve = CostCurve::new(vec![(1, 10.0), (8, 25.0)]).unwrap();
         let cost = CostModel::new(vec![(256, curve.clone()), (2048, curve)]).unwrap();
-        let calibrated = Calibrated { cost, measurements: 2 };
+        let calibrated = Calibrated { cost, measurements: 2, measured_at: 1_800_000_000 };
         copilotd_draft::atomic_file::write(&path, &encode(&calibrated)).unwrap();
         match read_cached(&path) {
             CacheFile::Usable(read) => assert_eq!(read, calibrated),
@@ -392,24 +423,39 @@ mod tests {
         let skewed = Calibrated {
             cost: model(&[(256, &[(1, 4.5), (16, 15.0)]), (2048, &[(1, 6.0), (16, 30.0)])]),
             measurements: 1,
+            measured_at: 1000,
         };
         assert!(!skewed.confirmed());
         let quiet = model(&[(256, &[(1, 3.0), (16, 15.5)]), (2048, &[(1, 4.5), (16, 29.0)])]);
-        let merged = skewed.merged_with(&quiet);
-        assert_eq!(merged.measurements, 2);
+        let merged = skewed.merged_with(&quiet, 2000);
+        assert_eq!((merged.measurements, merged.measured_at), (2, 2000));
         assert_eq!(merged.cost, model(&[(256, &[(1, 3.0), (16, 15.0)]), (2048, &[(1, 4.5), (16, 29.0)])]));
-        assert!(merged.merged_with(&quiet).confirmed());
+        assert!(merged.merged_with(&quiet, 3000).confirmed());
+    }
+
+    #[test]
+    fn a_confirming_measurement_is_due_a_while_after_the_last() {
+        let cost = model(&[(256, &[(1, 3.0)])]);
+        let first = Calibrated { cost: cost.clone(), measurements: 1, measured_at: 10_000 };
+        let minutes = |m: u64| 10_000 + 60 * m;
+        assert_eq!(first.confirm_in(minutes(0)), Some(CONFIRM_AFTER));
+        assert_eq!(first.confirm_in(minutes(5)), Some(CONFIRM_AFTER - Duration::from_secs(300)));
+        assert_eq!(first.confirm_in(minutes(60)), Some(Duration::ZERO));
+        assert_eq!(first.confirm_in(5_000), Some(CONFIRM_AFTER), "a clock set back waits the whole time");
+        let confirmed = Calibrated { cost, measurements: CONFIRMATIONS, measured_at: 10_000 };
+        assert_eq!(confirmed.confirm_in(minutes(60)), None);
     }
 
     #[test]
     fn a_measurement_above_a_cached_prompt_merges_where_it_covers_the_length() {
-        let earlier = Calibrated { cost: model(&[(256, &[(1, 4.0)]), (2048, &[(1, 8.0)])]), measurements: 1 };
+        let earlier =
+            Calibrated { cost: model(&[(256, &[(1, 4.0)]), (2048, &[(1, 8.0)])]), measurements: 1, measured_at: 1000 };
         // Measured at 1,000 and 3,000 cached tokens: 2,048 lies between them, 256 does not.
         let later = model(&[(1000, &[(1, 2.0)]), (3000, &[(1, 6.0)])]);
-        let merged = earlier.merged_with(&later);
+        let merged = earlier.merged_with(&later, 2000);
         assert_eq!(merged.cost, model(&[(256, &[(1, 4.0)]), (2048, &[(1, 2.0 + 4.0 * 1048.0 / 2000.0)])]));
         assert_eq!(merged.measurements, 2);
         let apart = model(&[(3000, &[(1, 1.0)]), (5000, &[(1, 1.0)])]);
-        assert_eq!(earlier.merged_with(&apart), earlier, "nothing to compare: not counted");
+        assert_eq!(earlier.merged_with(&apart, 2000), earlier, "nothing to compare: not counted");
     }
 }

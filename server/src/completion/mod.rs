@@ -323,14 +323,16 @@ impl Completer {
         let calibration =
             self.session.on_top_of_cache(|model| calibrate::calibrate(&mut model.0, unconfirmed, interrupt))?;
         match &calibration {
-            Calibration::Done(Calibrated { cost, .. }) | Calibration::Disturbed(cost) => self.use_cost_model(cost),
+            Calibration::Cached(Calibrated { cost, .. })
+            | Calibration::Measured(Calibrated { cost, .. })
+            | Calibration::Disturbed(cost) => self.use_cost_model(cost),
             Calibration::Interrupted => {}
         }
         Ok(calibration)
     }
 
-    /// Measures the cost curve now unless it is known, or once more if it is not confirmed and
-    /// `unconfirmed` says so (blocking: the CLI and benchmarks).
+    /// Measures the cost curve now unless it is known, or once more if a confirming measurement
+    /// is due and `unconfirmed` says so (blocking: the CLI and benchmarks).
     pub fn calibrate(&mut self, unconfirmed: Unconfirmed) -> Result<(), CompletionError> {
         if self.settings.budget.cost_aware {
             self.calibrate_until(unconfirmed, &|| false)?;

@@ -3,13 +3,14 @@
 //! wants it (and starts over later), and is measured again later when the machine was busy.
 //! Requests never wait for it; until it is done they draft a small fixed tree. A cost curve
 //! not yet confirmed by later measurements (see [`crate::completion::calibrate`]) is in use
-//! and measured again: at start, and [`CONFIRM_AFTER`] after each measurement.
+//! and measured again once its last measurement is
+//! [`CONFIRM_AFTER`](crate::completion::calibrate::CONFIRM_AFTER) old.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::completion::calibrate::CONFIRMATIONS;
+use crate::completion::calibrate::unix_now;
 use crate::completion::{Calibration, Completer, Unconfirmed};
 use crate::sync::lock;
 
@@ -19,9 +20,6 @@ const IDLE_BEFORE: Duration = Duration::from_secs(1);
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Disturbed measurements before giving up until the next start (the last one stays in use).
 const MAX_DISTURBED: usize = 5;
-/// Wait between the measurements that confirm a cost curve, so that a load on the machine
-/// lasting minutes skews at most one of them.
-const CONFIRM_AFTER: Duration = Duration::from_secs(15 * 60);
 
 /// Where the calibration of the loaded model is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,27 +133,20 @@ pub async fn run(completer: Weak<tokio::sync::Mutex<Completer>>, control: Weak<C
         let measuring = Arc::clone(&shared);
         let outcome = tokio::task::spawn_blocking(move || {
             let mut completer = guard;
-            let started = Instant::now();
-            completer
-                .calibrate_until(Unconfirmed::MeasureAgain, &|| measuring.wanted())
-                .map(|calibration| (calibration, started.elapsed()))
+            completer.calibrate_until(Unconfirmed::MeasureAgain, &|| measuring.wanted())
         })
         .await;
         pause = IDLE_BEFORE;
         match outcome {
-            Ok(Ok((Calibration::Done(calibrated), took))) => {
-                tracing::info!(
-                    "cost calibration: measurement {} of {CONFIRMATIONS} done in {:.1} s",
-                    calibrated.measurements,
-                    took.as_secs_f64()
-                );
-                if calibrated.confirmed() {
+            // Measured, or not due yet (or confirmed meanwhile by another process).
+            Ok(Ok(Calibration::Measured(calibrated) | Calibration::Cached(calibrated))) => {
+                let Some(wait) = calibrated.confirm_in(unix_now()) else {
                     return shared.set_state(CalibrationState::Done);
-                }
+                };
                 shared.set_state(CalibrationState::Confirming);
-                pause = CONFIRM_AFTER;
+                pause = wait.max(IDLE_BEFORE);
             }
-            Ok(Ok((Calibration::Disturbed(_), _))) => {
+            Ok(Ok(Calibration::Disturbed(_))) => {
                 disturbed += 1;
                 shared.set_state(CalibrationState::Disturbed);
                 if disturbed >= MAX_DISTURBED {
@@ -164,7 +155,7 @@ pub async fn run(completer: Weak<tokio::sync::Mutex<Completer>>, control: Weak<C
                 }
                 pause = RETRY_AFTER;
             }
-            Ok(Ok((Calibration::Interrupted, _))) => shared.set_state(before),
+            Ok(Ok(Calibration::Interrupted)) => shared.set_state(before),
             Ok(Err(error)) => {
                 tracing::warn!("cost calibration failed: {error}; drafting keeps a small fixed tree");
                 return shared.set_state(CalibrationState::Off);
