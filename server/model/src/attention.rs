@@ -224,6 +224,7 @@ mod vector {
     use super::*;
     use crate::vector::exp8;
     use crate::vector::lanes::{self, Lanes};
+    use std::ops::Range;
 
     /// Queries that share each loaded cache row.
     const QUERY_GROUP: usize = 4;
@@ -285,10 +286,10 @@ mod vector {
         unsafe fn score(queries: &[&[f32]], work: &Attention, rows: &mut [&mut [f32]]) {
             // Sums `Q × K`, plus `K` key vectors and a query vector in registers; `K` even.
             match queries.len() {
-                4 => score_cache::<L, 4, 2>(queries, work, rows),
-                3 => score_cache::<L, 3, 2>(queries, work, rows),
-                2 => score_cache::<L, 2, 4>(queries, work, rows),
-                _ => score_cache::<L, 1, 6>(queries, work, rows),
+                4 => score_cache::<L, RowsOnLanes<L, 2>, 4>(queries, work, rows),
+                3 => score_cache::<L, RowsOnLanes<L, 2>, 3>(queries, work, rows),
+                2 => score_cache::<L, RowsOnLanes<L, 4>, 2>(queries, work, rows),
+                _ => score_cache::<L, RowsOnLanes<L, 6>, 1>(queries, work, rows),
             }
         }
     }
@@ -431,46 +432,76 @@ mod vector {
         }
     }
 
-    /// [`CacheScores`] of `Q` queries, `K` rows at a time.
+    /// Folded sums per chunk: [`FOLDED`] values per row, and room for four rows' worth
+    /// written past the chunk's end (a row folded alone writes two; a pair or a row alone on
+    /// AVX-512, four).
+    const FOLDED_CHUNK: usize = FOLDED * (SCORE_CHUNK + 4);
+
+    /// Folds the 8-lane partial sums of `Q` queries with the cache rows `rows` into `folded`
+    /// ([`FOLDED`] values per row, from the first row of `rows` on).
+    trait FoldRows<const Q: usize> {
+        unsafe fn fold_rows(q: [*const f32; Q], keys: Keys, rows: Range<usize>, folded: &mut Folded<Q>);
+    }
+
+    /// Each query's folded sums of a chunk.
+    type Folded<const Q: usize> = [[f32; FOLDED_CHUNK]; Q];
+
+    /// The cache's keys: `width` half floats per row, from `rows` on.
+    #[derive(Clone, Copy)]
+    struct Keys {
+        rows: *const f16,
+        width: usize,
+    }
+
+    /// [`CacheScores`] of `Q` queries, folded by `F` a chunk of [`SCORE_CHUNK`] rows at a time.
     #[inline(always)]
-    unsafe fn score_cache<L: Lanes, const Q: usize, const K: usize>(
+    unsafe fn score_cache<L: Lanes, F: FoldRows<Q>, const Q: usize>(
         queries: &[&[f32]],
         work: &Attention,
         rows: &mut [&mut [f32]],
     ) {
-        let (d, cached) = (work.kv.head_dim, work.cached());
         let mut q = [std::ptr::null(); Q];
         for (p, query) in q.iter_mut().zip(queries) {
             *p = query.as_ptr();
         }
-        let keys = work.kv.cache_keys.as_ptr();
-        // One folded row more than the chunk: a row folded alone writes two.
-        let mut folded = [[0f32; FOLDED * (SCORE_CHUNK + 1)]; Q];
+        let keys = Keys { rows: work.kv.cache_keys.as_ptr(), width: work.kv.head_dim };
+        let mut folded: Folded<Q> = [[0f32; FOLDED_CHUNK]; Q];
         let mut start = 0;
-        while start < cached {
-            let end = (start + SCORE_CHUNK).min(cached);
-            let mut j = start;
-            while j + K <= end {
+        while start < work.cached() {
+            let end = (start + SCORE_CHUNK).min(work.cached());
+            F::fold_rows(q, keys, start..end, &mut folded);
+            for (row, folded) in rows.iter_mut().zip(&folded) {
+                finish_scores::<L>(folded, work.scale, &mut row[start..end]);
+            }
+            start = end;
+        }
+    }
+
+    /// One row per [`Lanes`] vector, `K` rows at a time (then one).
+    struct RowsOnLanes<L, const K: usize>(std::marker::PhantomData<L>);
+
+    impl<L: Lanes, const Q: usize, const K: usize> FoldRows<Q> for RowsOnLanes<L, K> {
+        #[inline(always)]
+        unsafe fn fold_rows(q: [*const f32; Q], keys: Keys, rows: Range<usize>, folded: &mut Folded<Q>) {
+            let (d, keys) = (keys.width, keys.rows);
+            let mut j = rows.start;
+            while j + K <= rows.end {
                 let acc = dots::<L, Q, K>(q, keys.add(j * d), d);
                 for (folded, acc) in folded.iter_mut().zip(&acc) {
                     for pair in 0..K / 2 {
-                        let to = folded.as_mut_ptr().add(FOLDED * (j - start + 2 * pair));
+                        let to = folded.as_mut_ptr().add(FOLDED * (j - rows.start + 2 * pair));
                         L::store(to, L::fold(acc[2 * pair], acc[2 * pair + 1]));
                     }
                 }
                 j += K;
             }
-            while j < end {
+            while j < rows.end {
                 let acc = dots::<L, Q, 1>(q, keys.add(j * d), d);
                 for (folded, acc) in folded.iter_mut().zip(&acc) {
-                    L::store(folded.as_mut_ptr().add(FOLDED * (j - start)), L::fold(acc[0], acc[0]));
+                    L::store(folded.as_mut_ptr().add(FOLDED * (j - rows.start)), L::fold(acc[0], acc[0]));
                 }
                 j += 1;
             }
-            for (row, folded) in rows.iter_mut().zip(&folded) {
-                finish_scores::<L>(folded, work.scale, &mut row[start..end]);
-            }
-            start = end;
         }
     }
 
@@ -487,61 +518,48 @@ mod vector {
     impl CacheScores<lanes::Avx2> for KeyPairs {
         #[inline(always)]
         unsafe fn score(queries: &[&[f32]], work: &Attention, rows: &mut [&mut [f32]]) {
+            use lanes::Avx2;
             // Sums `Q × P` (or `Q × K`), plus `P` pairs of key rows (or `K` rows) and a query
             // in registers; `P` and `K` even.
             match queries.len() {
-                4 => score_pairs::<4, 4>(queries, work, rows),
-                3 => score_cache::<lanes::Avx2, 3, 4>(queries, work, rows),
-                2 => score_cache::<lanes::Avx2, 2, 8>(queries, work, rows),
-                _ => score_cache::<lanes::Avx2, 1, 8>(queries, work, rows),
+                4 => score_cache::<Avx2, RowPairs<4>, 4>(queries, work, rows),
+                3 => score_cache::<Avx2, RowsOnLanes<Avx2, 4>, 3>(queries, work, rows),
+                2 => score_cache::<Avx2, RowsOnLanes<Avx2, 8>, 2>(queries, work, rows),
+                _ => score_cache::<Avx2, RowsOnLanes<Avx2, 8>, 1>(queries, work, rows),
             }
         }
     }
 
-    /// [`KeyPairs`] scores of `Q` queries, `2·P` rows at a time (then pairs, then a row alone
-    /// paired with itself).
+    /// Two rows per AVX-512 register ([`KeyPairs`]), `2·P` rows at a time (then pairs, then a
+    /// row alone paired with itself).
     #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn score_pairs<const Q: usize, const P: usize>(
-        queries: &[&[f32]],
-        work: &Attention,
-        rows: &mut [&mut [f32]],
-    ) {
-        use std::arch::x86_64::*;
-        let (d, cached) = (work.kv.head_dim, work.cached());
-        let mut q = [std::ptr::null(); Q];
-        for (p, query) in q.iter_mut().zip(queries) {
-            *p = query.as_ptr();
-        }
-        let keys = work.kv.cache_keys.as_ptr();
-        // Folded rows beyond the chunk: a pair or a row alone writes four rows' worth.
-        let mut folded = [[0f32; FOLDED * (SCORE_CHUNK + 4)]; Q];
-        let mut start = 0;
-        while start < cached {
-            let end = (start + SCORE_CHUNK).min(cached);
-            let mut j = start;
-            while j + 2 * P <= end {
+    struct RowPairs<const P: usize>;
+
+    #[cfg(target_arch = "x86_64")]
+    impl<const Q: usize, const P: usize> FoldRows<Q> for RowPairs<P> {
+        #[inline(always)]
+        unsafe fn fold_rows(q: [*const f32; Q], keys: Keys, rows: Range<usize>, folded: &mut Folded<Q>) {
+            use std::arch::x86_64::*;
+            let (d, keys) = (keys.width, keys.rows);
+            let mut j = rows.start;
+            while j + 2 * P <= rows.end {
                 let acc = pair_dots::<Q, P>(q, keys.add(j * d), d, d);
                 for (folded, acc) in folded.iter_mut().zip(&acc) {
                     for two in 0..P / 2 {
-                        let to = folded.as_mut_ptr().add(FOLDED * (j - start + 4 * two));
+                        let to = folded.as_mut_ptr().add(FOLDED * (j - rows.start + 4 * two));
                         _mm512_storeu_ps(to, fold_pairs(acc[2 * two], acc[2 * two + 1]));
                     }
                 }
                 j += 2 * P;
             }
-            while j < end {
-                let (rows_here, second) = if j + 2 <= end { (2, d) } else { (1, 0) };
+            while j < rows.end {
+                let (rows_here, second) = if j + 2 <= rows.end { (2, d) } else { (1, 0) };
                 let acc = pair_dots::<Q, 1>(q, keys.add(j * d), d, second);
                 for (folded, acc) in folded.iter_mut().zip(&acc) {
-                    _mm512_storeu_ps(folded.as_mut_ptr().add(FOLDED * (j - start)), fold_pairs(acc[0], acc[0]));
+                    _mm512_storeu_ps(folded.as_mut_ptr().add(FOLDED * (j - rows.start)), fold_pairs(acc[0], acc[0]));
                 }
                 j += rows_here;
             }
-            for (row, folded) in rows.iter_mut().zip(&folded) {
-                finish_scores::<lanes::Avx2>(folded, work.scale, &mut row[start..end]);
-            }
-            start = end;
         }
     }
 
