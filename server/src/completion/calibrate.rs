@@ -92,7 +92,7 @@ impl Calibrated {
     /// time and the later model's at the same node count and cache length. The later model
     /// may have been measured at other cache lengths (above a cached prompt): a point is
     /// compared only where they cover its length, and the measurement counts only if some
-    /// point was.
+    /// point was. Either way the next one is due [`CONFIRM_AFTER`] after `now`.
     fn merged_with(&self, later: &CostModel, now: u64) -> Calibrated {
         let (Some(&(shortest, _)), Some(&(longest, _))) = (later.curves().first(), later.curves().last()) else {
             return self.clone();
@@ -109,7 +109,9 @@ impl Calibrated {
         Calibrated {
             cost: CostModel::new(curves.collect()).expect("merged from a valid model"),
             measurements: self.measurements + u32::from(compared),
-            measured_at: if compared { now } else { self.measured_at },
+            // Also when nothing compared (a measurement above a long cached prompt): the next
+            // one waits as long as after any other.
+            measured_at: now,
         }
     }
 }
@@ -456,6 +458,8 @@ mod tests {
         assert_eq!(merged.cost, model(&[(256, &[(1, 4.0)]), (2048, &[(1, 2.0 + 4.0 * 1048.0 / 2000.0)])]));
         assert_eq!(merged.measurements, 2);
         let apart = model(&[(3000, &[(1, 1.0)]), (5000, &[(1, 1.0)])]);
-        assert_eq!(earlier.merged_with(&apart, 2000), earlier, "nothing to compare: not counted");
+        let not_counted = earlier.merged_with(&apart, 2000);
+        assert_eq!((&not_counted.cost, not_counted.measurements), (&earlier.cost, 1), "nothing to compare");
+        assert_eq!(not_counted.measured_at, 2000, "the next one waits all the same");
     }
 }

@@ -31,7 +31,7 @@ pub enum CalibrationState {
     Disturbed,
     /// Measured, in use, and measured again later to confirm it.
     Confirming,
-    /// Measured and confirmed, or read from the cache so.
+    /// Confirmed: measured here, or read from the cache.
     Done,
     /// Not needed (fixed draft budget) or impossible (see the log).
     Off,
