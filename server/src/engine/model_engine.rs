@@ -445,9 +445,8 @@ fn save_preferences_to(completer: &Completer, path: &std::path::Path) {
 
 /// Opens (or, the first time, builds) the common datastore on a background
 /// thread and hands it to the completer; completions are served without it
-/// until then. A store refined for this model is preferred.
-/// Opens (or builds, the first time) the common store on a thread of its own. Calibration
-/// waits for it: a build shares the cores with the measured passes.
+/// until then. A store refined for this model is preferred. Calibration waits
+/// while it is opened or built: a build shares the cores with the measured passes.
 fn attach_common_store(
     tokenizer: Tokenizer,
     info: ModelInfo,
@@ -455,8 +454,11 @@ fn attach_common_store(
     calibration: Arc<CalibrationControl>,
 ) {
     std::thread::spawn(move || {
-        let _building = calibration.want();
-        match completion::common::open_for_model(&tokenizer, &info) {
+        let opened = {
+            let _building = calibration.want();
+            completion::common::open_for_model(&tokenizer, &info)
+        };
+        match opened {
             Ok(store) => completer.blocking_lock().set_common(store),
             Err(error) => tracing::warn!("serving without the common datastore: {error:#}"),
         }
