@@ -170,9 +170,25 @@ impl Model {
     }
 }
 
-/// Nodes per attention work unit: a unit attends a block of nodes times the query
+/// Most nodes per attention work unit: a unit attends a block of nodes times the query
 /// heads of one kv head, sharing the loads of the cache rows.
 const ATTENTION_BLOCK: usize = 4;
+
+/// Attention work units a pass gives each thread, at least, where it has the nodes.
+const ATTENTION_UNITS_PER_THREAD: usize = 2;
+
+/// Nodes per attention work unit for `n` nodes: blocks of [`ATTENTION_BLOCK`], or of equal
+/// smaller size where that many would leave a thread fewer than
+/// [`ATTENTION_UNITS_PER_THREAD`] units (down to one node).
+///
+/// With one unit per kv head (three for the default model) the threads' shares were two
+/// against one, and the second thread took its share up late: a 4-node pass spent as long
+/// in attention as an 8-node pass (measured). Smaller blocks share the loads of the cache
+/// rows among fewer queries, so they are used only where the units would be too few.
+fn attention_block(n: usize, kv_heads: usize, threads: usize) -> usize {
+    let blocks = (ATTENTION_UNITS_PER_THREAD * threads).div_ceil(kv_heads);
+    n.div_ceil(blocks).clamp(1, ATTENTION_BLOCK)
+}
 
 /// Attention of every node and head, in parallel. Returns
 /// `[nodes, heads * head_dim]`.
@@ -184,12 +200,13 @@ fn attention(kernel: Kernel, kv: &KvCache, layer: usize, q: &[f32], tree: &TreeL
     let mut out = vec![0f32; n * heads * hd];
     // One cell per (node, kv head): the outputs of the query heads sharing that kv head.
     let cells: Vec<Mutex<&mut [f32]>> = out.chunks_mut(group * hd).map(Mutex::new).collect();
-    let blocks = n.div_ceil(ATTENTION_BLOCK);
+    let block_len = attention_block(n, kv_heads, crate::threads::effective());
+    let blocks = n.div_ceil(block_len);
     crate::threads::for_each_range(blocks * kv_heads, |units| {
         let mut scores = Vec::new();
         for unit in units {
             let (block, g) = (unit / kv_heads, unit % kv_heads);
-            let nodes = block * ATTENTION_BLOCK..((block + 1) * ATTENTION_BLOCK).min(n);
+            let nodes = block * block_len..((block + 1) * block_len).min(n);
             let mut guards: Vec<_> =
                 nodes.clone().map(|i| cells[i * kv_heads + g].lock().unwrap_or_else(|e| e.into_inner())).collect();
             let mut outs: Vec<&mut [f32]> = Vec::with_capacity(nodes.len() * group);
@@ -208,4 +225,30 @@ fn attention(kernel: Kernel, kv: &KvCache, layer: usize, q: &[f32], tree: &TreeL
     });
     drop(cells);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Units of the default model's attention (3 kv heads) for `n` nodes on `threads`.
+    fn units(n: usize, threads: usize) -> usize {
+        n.div_ceil(attention_block(n, 3, threads)) * 3
+    }
+
+    #[test]
+    fn short_passes_give_every_thread_several_attention_units() {
+        for n in 2..=64 {
+            assert!(units(n, 2) >= 4, "{n} nodes");
+            assert!(attention_block(n, 3, 2) <= ATTENTION_BLOCK);
+        }
+        // Long passes, and a single thread, share each load among the most queries.
+        assert_eq!(attention_block(8, 3, 2), ATTENTION_BLOCK);
+        assert_eq!(attention_block(512, 3, 2), ATTENTION_BLOCK);
+        assert_eq!(attention_block(4, 3, 1), ATTENTION_BLOCK);
+        assert_eq!(attention_block(4, 8, 2), ATTENTION_BLOCK);
+        // A short pass's blocks are of equal size.
+        assert_eq!(attention_block(4, 3, 2), 2);
+        assert_eq!(attention_block(1, 3, 2), 1);
+    }
 }
