@@ -177,17 +177,22 @@ const ATTENTION_BLOCK: usize = 4;
 /// Attention work units a pass gives each thread, at least, where it has the nodes.
 const ATTENTION_UNITS_PER_THREAD: usize = 2;
 
-/// Nodes per attention work unit for `n` nodes: blocks of [`ATTENTION_BLOCK`], or of equal
-/// smaller size where that many would leave a thread fewer than
-/// [`ATTENTION_UNITS_PER_THREAD`] units (down to one node).
+/// Nodes per attention work unit for `n` nodes: [`ATTENTION_BLOCK`], unless blocks that large
+/// would leave a thread fewer than [`ATTENTION_UNITS_PER_THREAD`] units; then blocks of equal
+/// smaller size that do not (down to one node).
 ///
 /// With one unit per kv head (three for the default model) the threads' shares were two
 /// against one, and the second thread took its share up late: a 4-node pass spent as long
 /// in attention as an 8-node pass (measured). Smaller blocks share the loads of the cache
-/// rows among fewer queries, so they are used only where the units would be too few.
+/// rows among fewer queries (a 6-node pass in blocks of 3 was slower than in 4 and 2), so
+/// they are used only where the units would be too few.
 fn attention_block(n: usize, kv_heads: usize, threads: usize) -> usize {
     let blocks = (ATTENTION_UNITS_PER_THREAD * threads).div_ceil(kv_heads);
-    n.div_ceil(blocks).clamp(1, ATTENTION_BLOCK)
+    if n.div_ceil(ATTENTION_BLOCK) >= blocks {
+        ATTENTION_BLOCK
+    } else {
+        n.div_ceil(blocks).max(1)
+    }
 }
 
 /// Attention of every node and head, in parallel. Returns
@@ -247,8 +252,10 @@ mod tests {
         assert_eq!(attention_block(512, 3, 2), ATTENTION_BLOCK);
         assert_eq!(attention_block(4, 3, 1), ATTENTION_BLOCK);
         assert_eq!(attention_block(4, 8, 2), ATTENTION_BLOCK);
-        // A short pass's blocks are of equal size.
+        assert_eq!(attention_block(5, 3, 2), ATTENTION_BLOCK);
+        // A shorter pass's blocks are of equal size.
         assert_eq!(attention_block(4, 3, 2), 2);
+        assert_eq!(attention_block(3, 3, 2), 2);
         assert_eq!(attention_block(1, 3, 2), 1);
     }
 }
