@@ -211,8 +211,10 @@ impl FastCoderDrafter {
             return false;
         }
         if let Some(line_start) = self.line_start.as_mut() {
-            if line_start(context)
-                && !self.rng.random_bool(self.config.line_start_retrieval_probability.clamp(0.0, 1.0))
+            // The draw against p comes first: the line-start check (a parse, at a blank line)
+            // then runs only where its answer can skip retrieval.
+            if !self.rng.random_bool(self.config.line_start_retrieval_probability.clamp(0.0, 1.0))
+                && line_start(context)
             {
                 self.stats.skipped_line_start += 1;
                 return true;

@@ -23,31 +23,38 @@ impl Default for PromptLookup {
 }
 
 impl PromptLookup {
-    /// Continuations of the longest matching suffix, most recent first, and
-    /// that suffix's length.
+    /// Continuations of the longest matching suffix (at least `max(min_ngram, 1)` tokens),
+    /// most recent first, and that suffix's length.
+    ///
+    /// One pass over the context: at each earlier position, the length of the suffix that
+    /// also ends there (capped at `max_ngram`); mostly its last token already differs.
     pub fn lookup(&self, context: &[u32]) -> (usize, Vec<Vec<u32>>) {
         let len = context.len();
-        for n in (self.min_ngram..=self.max_ngram.min(len.saturating_sub(1))).rev() {
-            let suffix = &context[len - n..];
-            let mut drafts: Vec<Vec<u32>> = Vec::new();
-            // Occurrences that end before the suffix itself, newest first.
-            for start in (0..len - n).rev() {
-                if &context[start..start + n] != suffix {
-                    continue;
-                }
-                let follow = &context[start + n..(start + n + self.draft_len).min(len)];
-                if !follow.is_empty() && !drafts.iter().any(|d| d.as_slice() == follow) {
-                    drafts.push(follow.to_vec());
-                    if drafts.len() == self.max_branches {
-                        break;
-                    }
-                }
+        let longest = self.max_ngram.min(len.saturating_sub(1));
+        let shortest = self.min_ngram.max(1);
+        // Ends of the earlier occurrences of the longest suffix found so far, newest first.
+        let (mut matched, mut ends) = (0, Vec::new());
+        for end in (1..len).rev() {
+            let length = (0..longest.min(end)).take_while(|&k| context[end - 1 - k] == context[len - 1 - k]).count();
+            if length < shortest.max(matched) {
+                continue;
             }
-            if !drafts.is_empty() {
-                return (n, drafts);
+            if length > matched {
+                (matched, ends) = (length, Vec::new());
+            }
+            ends.push(end);
+        }
+        let mut drafts: Vec<Vec<u32>> = Vec::new();
+        for end in ends {
+            let follow = &context[end..(end + self.draft_len).min(len)];
+            if !follow.is_empty() && !drafts.iter().any(|d| d.as_slice() == follow) {
+                drafts.push(follow.to_vec());
+                if drafts.len() == self.max_branches {
+                    break;
+                }
             }
         }
-        (0, Vec::new())
+        (if drafts.is_empty() { 0 } else { matched }, drafts)
     }
 }
 
@@ -70,6 +77,7 @@ impl Drafter for PromptLookup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
 
     #[test]
     fn longest_suffix_wins_and_newest_comes_first() {
@@ -91,6 +99,41 @@ mod tests {
         let pld = PromptLookup { max_ngram: 2, min_ngram: 2, draft_len: 5, max_branches: 4 };
         assert_eq!(pld.lookup(&[1, 2, 3, 1, 2, 3, 1, 2]).1, vec![vec![3, 1, 2], vec![3, 1, 2, 3, 1, 2][..5].to_vec()]);
         assert_eq!(pld.lookup(&[1, 2, 1, 2]).1, vec![vec![1, 2]]);
+    }
+
+    /// The scan per suffix length, longest first, that one pass replaces.
+    fn lookup_per_length(pld: &PromptLookup, context: &[u32]) -> (usize, Vec<Vec<u32>>) {
+        let len = context.len();
+        for n in (pld.min_ngram.max(1)..=pld.max_ngram.min(len.saturating_sub(1))).rev() {
+            let suffix = &context[len - n..];
+            let mut drafts: Vec<Vec<u32>> = Vec::new();
+            for start in (0..len - n).rev().filter(|&start| &context[start..start + n] == suffix) {
+                let follow = context[start + n..(start + n + pld.draft_len).min(len)].to_vec();
+                if !drafts.contains(&follow) && drafts.len() < pld.max_branches {
+                    drafts.push(follow);
+                }
+            }
+            if !drafts.is_empty() {
+                return (n, drafts);
+            }
+        }
+        (0, Vec::new())
+    }
+
+    #[test]
+    fn one_pass_finds_what_a_scan_per_suffix_length_finds() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for (alphabet, len) in [(2, 40), (3, 200), (8, 500), (50, 2000)] {
+            for _ in 0..20 {
+                let context: Vec<u32> = (0..len).map(|_| rng.random_range(0..alphabet)).collect();
+                for pld in [
+                    PromptLookup::default(),
+                    PromptLookup { max_ngram: 3, min_ngram: 1, draft_len: 2, max_branches: 3 },
+                ] {
+                    assert_eq!(pld.lookup(&context), lookup_per_length(&pld, &context), "alphabet {alphabet}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod dictionaries;
 pub use dictionaries::{DictionaryLimits, NgramDictionaries, MAX_NGRAM};
 
 use crate::drafter::{Candidate, Drafter, Source, VerifiedStep};
+use crate::verify::top_two;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -157,7 +158,7 @@ impl Drafter for SpectraDrafter {
             }
             branch.extend(tail.iter().rev());
             branch.reverse();
-            let (best, second) = best_two(step.node_logits(node));
+            let (best, second) = top_two(step.node_logits(node));
             let explore = self.rng.random::<f64>() > self.config.tau;
             let mut dictionaries = self.lock();
             let forward_next = if explore && dictionaries.forward_has(tree.tokens[node], best) { second } else { best };
@@ -175,21 +176,6 @@ impl Drafter for SpectraDrafter {
         self.lock().add_sequence(&sequence, context.len() - tail_start);
         self.absorbed = context.len() + produced.len();
     }
-}
-
-/// The two largest logits' token ids, the largest first (the first of
-/// equal values wins, as in greedy decoding).
-fn best_two(logits: &[f32]) -> (u32, u32) {
-    let (mut best, mut second) = (0usize, usize::MAX);
-    for (i, &value) in logits.iter().enumerate().skip(1) {
-        if value > logits[best] {
-            second = best;
-            best = i;
-        } else if second == usize::MAX || value > logits[second] {
-            second = i;
-        }
-    }
-    (best as u32, if second == usize::MAX { best as u32 } else { second as u32 })
 }
 
 #[cfg(test)]

@@ -2,15 +2,20 @@
 //! used ones, approximately and in O(1): two generations, the newer one
 //! taking every insertion and every entry read from the older one; when the
 //! newer one is full, the older one is dropped and the newer one takes its
-//! place.
+//! place. Keys are hashed with foldhash (a few token ids each, read and
+//! written several times a step): with the standard library's SipHash, a
+//! SPECTRA proposal took about a third longer (35 against 26 µs a step on AMD
+//! Zen 5).
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Clone, Debug)]
 pub struct BoundedMap<K, V> {
-    recent: HashMap<K, V>,
-    older: HashMap<K, V>,
+    recent: FastMap<K, V>,
+    older: FastMap<K, V>,
     /// Entries per generation: at most twice this many are held.
     generation: usize,
 }
@@ -18,7 +23,7 @@ pub struct BoundedMap<K, V> {
 impl<K: Hash + Eq, V> BoundedMap<K, V> {
     /// A map holding at most `capacity` entries (at least 2).
     pub fn new(capacity: usize) -> BoundedMap<K, V> {
-        BoundedMap { recent: HashMap::new(), older: HashMap::new(), generation: (capacity / 2).max(1) }
+        BoundedMap { recent: FastMap::default(), older: FastMap::default(), generation: (capacity / 2).max(1) }
     }
 
     pub fn len(&self) -> usize {

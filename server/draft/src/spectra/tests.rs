@@ -192,10 +192,3 @@ fn at_most_g_guesses() {
     drafter.propose(&[5], &mut out);
     assert_eq!(out.len(), 4);
 }
-
-#[test]
-fn best_two_orders_by_logit_and_keeps_the_first_of_equals() {
-    assert_eq!(best_two(&[0.1, 3.0, 2.0, 3.0]), (1, 3));
-    assert_eq!(best_two(&[5.0, 1.0, 4.0]), (0, 2));
-    assert_eq!(best_two(&[1.0]), (0, 0));
-}
