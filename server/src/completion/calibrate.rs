@@ -23,12 +23,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Node counts measured for the draft budget (larger trees are extrapolated). Most trees
-/// verified are small, and the cost bends at every count where the kernels' work splits
-/// change (groups of input rows, attention blocks): an odd count above four costs about what
-/// the next even one costs (AMD Zen 5, 512 cached tokens: t(5) 6.62 ms, t(6) 6.56; t(7) 7.75,
-/// t(8) 7.88), where a line between its neighbours put it 7–12% lower, and the budget chose
-/// such trees for a cost they did not have. So every count up to 12 is measured.
-const CALIBRATION_NODES: [usize; 14] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 32];
+/// verified are small, and the cost bends between the counts where the kernels' work splits
+/// change (groups of four input rows, attention blocks): 3 and 6 are measured, not
+/// interpolated.
+const CALIBRATION_NODES: [usize; 8] = [1, 2, 3, 4, 6, 8, 16, 32];
 /// Cache lengths under the calibration passes: a short one and the longest
 /// default prompt window; the cost between and beyond is interpolated.
 const CALIBRATION_CACHES: [usize; 2] = [256, 2048];
