@@ -14,6 +14,7 @@
 mod attention;
 mod config;
 mod gguf;
+mod groups;
 mod kernel;
 mod kv;
 mod loader;

@@ -2,11 +2,13 @@
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Mutex;
 
 use crate::attention;
 use crate::config::Config;
+use crate::groups::ending_in_a_pair;
 use crate::kv::KvCache;
 use crate::loader::Weights;
 use crate::ops::{self, Rotation};
@@ -195,6 +197,13 @@ fn attention_block(n: usize, kv_heads: usize, threads: usize) -> usize {
     }
 }
 
+/// The nodes of each attention work unit: blocks of [`attention_block`] nodes, the last five
+/// of a longer pass in three and two rather than four and one ([`ending_in_a_pair`]: a
+/// block of five would give its kv heads' units to the threads unevenly).
+fn attention_blocks(n: usize, kv_heads: usize, threads: usize) -> Vec<Range<usize>> {
+    ending_in_a_pair(n, attention_block(n, kv_heads, threads)).collect()
+}
+
 /// Attention of every node and head, in parallel. Returns
 /// `[nodes, heads * head_dim]`.
 fn attention(kernel: Kernel, kv: &KvCache, layer: usize, q: &[f32], tree: &TreeLayout, cfg: &Config) -> Vec<f32> {
@@ -205,13 +214,12 @@ fn attention(kernel: Kernel, kv: &KvCache, layer: usize, q: &[f32], tree: &TreeL
     let mut out = vec![0f32; n * heads * hd];
     // One cell per (node, kv head): the outputs of the query heads sharing that kv head.
     let cells: Vec<Mutex<&mut [f32]>> = out.chunks_mut(group * hd).map(Mutex::new).collect();
-    let block_len = attention_block(n, kv_heads, crate::threads::effective());
-    let blocks = n.div_ceil(block_len);
-    crate::threads::for_each_range(blocks * kv_heads, |units| {
+    let blocks = attention_blocks(n, kv_heads, crate::threads::effective());
+    crate::threads::for_each_range(blocks.len() * kv_heads, |units| {
         let mut scores = Vec::new();
         for unit in units {
             let (block, g) = (unit / kv_heads, unit % kv_heads);
-            let nodes = block * block_len..((block + 1) * block_len).min(n);
+            let nodes = blocks[block].clone();
             let mut guards: Vec<_> =
                 nodes.clone().map(|i| cells[i * kv_heads + g].lock().unwrap_or_else(|e| e.into_inner())).collect();
             let mut outs: Vec<&mut [f32]> = Vec::with_capacity(nodes.len() * group);

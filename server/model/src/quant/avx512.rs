@@ -67,6 +67,7 @@ unsafe fn multiply_bytes(
     for (tile, group, at) in blocks(rows, x.rows) {
         // Up to 16 weight vectors held in registers: two weight rows at a time.
         match (tile, group) {
+            (TILE_ROWS, 5) => at.tile_by::<2>().for_each(|at| block::<2, 5>(&weights, x, at, out)),
             (TILE_ROWS, 4) => at.tile_by::<2>().for_each(|at| block::<2, 4>(&weights, x, at, out)),
             (TILE_ROWS, 3) => at.tile_by::<2>().for_each(|at| block::<2, 3>(&weights, x, at, out)),
             (TILE_ROWS, 2) => at.tile_by::<2>().for_each(|at| block::<2, 2>(&weights, x, at, out)),

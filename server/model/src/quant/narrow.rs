@@ -490,6 +490,16 @@ pub(super) unsafe fn multiply<E: Engine, C: Code<E>>(
                     block::<E, C, 1, 4>(w, x, at, out);
                 }
             }
+            (TILE_ROWS, 5) if C::ONE_ROW_FOR_FOUR => {
+                for at in at.tile_by::<1>() {
+                    block::<E, C, 1, 5>(w, x, at, out);
+                }
+            }
+            (TILE_ROWS, 5) => {
+                for at in at.tile_by::<2>() {
+                    block::<E, C, 2, 5>(w, x, at, out);
+                }
+            }
             (TILE_ROWS, 4) => {
                 for at in at.tile_by::<2>() {
                     block::<E, C, 2, 4>(w, x, at, out);

@@ -101,8 +101,10 @@ pub fn check(m: &mut Model, context: &[u32], pending: u32) -> [Diff; 3] {
     for i in 0..4 {
         assert_eq!(argmax(&refs[i]), greedy[i + 1]);
     }
-    // Short passes (the first nodes of the chain), whose attention runs in smaller blocks.
-    for k in [2, 3, 4] {
+    // Short passes (the first nodes of the chain), whose attention runs in smaller blocks,
+    // and five nodes: attention blocks of three and two, one group of five rows in the
+    // multiplies (the whole tree's nine: blocks of four, three and two, groups of four and five).
+    for k in [2, 3, 4, 5] {
         m.truncate(base);
         let short = m.forward_tree(&tokens[..k], &parents[..k]).unwrap();
         for (i, r) in refs.iter().enumerate().take(k) {

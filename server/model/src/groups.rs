@@ -1,0 +1,72 @@
+//! Cutting a pass's nodes, queries or input rows into groups that share what they load.
+//!
+//! Groups of a fixed size leave a lone item at the end of some passes (5 = 4 + 1). A lone
+//! item shares nothing it loads, so it costs about what a whole group does: a 5-node pass
+//! cost as much as a 6-node one (benches/README.md). Both ways below avoid it.
+
+use std::ops::Range;
+
+/// `0..n` in consecutive groups of `size`, except that where that would end in a lone item,
+/// the last `size + 1` items go in groups of `size − 1` and two (for `size` of at least 3).
+pub(crate) fn ending_in_a_pair(n: usize, size: usize) -> impl Iterator<Item = Range<usize>> {
+    let tail = (size >= 3).then(|| [size - 1, 2]);
+    cut(n, size, tail)
+}
+
+/// `0..n` in consecutive groups of `size`, except that where that would end in a lone item,
+/// the last `size + 1` items go in one group.
+pub(crate) fn ending_in_a_larger_group(n: usize, size: usize) -> impl Iterator<Item = Range<usize>> {
+    cut(n, size, Some([size + 1, 0]))
+}
+
+/// Groups of `size`, the last `size + 1` items cut as `tail` where groups of `size` would
+/// leave one alone.
+fn cut(n: usize, size: usize, tail: Option<[usize; 2]>) -> impl Iterator<Item = Range<usize>> {
+    let size = size.max(1);
+    let tail = tail.filter(|_| n > size && n % size == 1);
+    let full = n / size - usize::from(tail.is_some());
+    let sizes = std::iter::repeat_n(size, full).chain(tail.unwrap_or([n % size, 0])).filter(|&s| s > 0);
+    sizes.scan(0, |start, s| {
+        *start += s;
+        Some(*start - s..*start)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(groups: impl Iterator<Item = Range<usize>>) -> Vec<usize> {
+        groups.map(|g| g.len()).collect()
+    }
+
+    #[test]
+    fn groups_cover_every_item_once_in_order_and_none_is_alone_after_the_first() {
+        for size in 1..=6 {
+            for n in 0..=40 {
+                let pairs: Vec<Range<usize>> = ending_in_a_pair(n, size).collect();
+                let larger: Vec<Range<usize>> = ending_in_a_larger_group(n, size).collect();
+                for (groups, most) in [(&pairs, size), (&larger, size + 1)] {
+                    let covered: Vec<usize> = groups.iter().flat_map(|g| g.clone()).collect();
+                    assert_eq!(covered, (0..n).collect::<Vec<_>>(), "n {n}, size {size}");
+                    assert!(groups.iter().all(|g| !g.is_empty() && g.len() <= most), "n {n}, size {size}");
+                }
+                if n > size && size >= 2 {
+                    assert!(larger.iter().all(|g| g.len() > 1), "n {n}, size {size}: {larger:?}");
+                }
+                if n > size && size >= 3 {
+                    assert!(pairs.iter().all(|g| g.len() > 1), "n {n}, size {size}: {pairs:?}");
+                }
+            }
+        }
+        assert_eq!(sizes(ending_in_a_pair(5, 4)), [3, 2]);
+        assert_eq!(sizes(ending_in_a_pair(9, 4)), [4, 3, 2]);
+        assert_eq!(sizes(ending_in_a_pair(8, 4)), [4, 4]);
+        assert_eq!(sizes(ending_in_a_pair(7, 4)), [4, 3]);
+        assert_eq!(sizes(ending_in_a_pair(3, 2)), [2, 1]);
+        assert_eq!(sizes(ending_in_a_larger_group(5, 4)), [5]);
+        assert_eq!(sizes(ending_in_a_larger_group(9, 4)), [4, 5]);
+        assert_eq!(sizes(ending_in_a_larger_group(6, 4)), [4, 2]);
+        assert_eq!(sizes(ending_in_a_larger_group(1, 4)), [1]);
+    }
+}
