@@ -128,11 +128,17 @@ const BUCKET_PRIOR: f64 = 2.0;
 /// are needed before a kind of draft stops being tried.
 const GROUP_PRIOR: f64 = 20.0;
 
-/// Picks the verified tree size that maximises expected tokens per
-/// millisecond. A node's chance to be accepted is the product, along its
-/// branch, of learned conditional rates: how often a node of that bucket
+/// Picks the verified tree size that maximises tokens per millisecond over
+/// the whole generation. A node's chance to be accepted is the product, along
+/// its branch, of learned conditional rates: how often a node of that bucket
 /// carried the model's choice when its parent was accepted. Siblings share
 /// one chance: the model's next token is at most one of them.
+///
+/// Each step keeps the nodes whose expected tokens beat what their time would
+/// bring at the speed decoding runs at ([`Speed`]), not the tree with the best
+/// ratio of its own: a step of weak drafts that only beats one-token decoding
+/// is not worth its time when the steps around it run faster (Dinkelbach's rule
+/// for the best ratio of sums).
 #[derive(Clone, Debug)]
 pub struct CostAwareBudget {
     cost: CostModel,
@@ -143,6 +149,41 @@ pub struct CostAwareBudget {
     /// Sums of `accepted` and `tried` over each group's buckets.
     group_accepted: Vec<f64>,
     group_tried: Vec<f64>,
+    speed: Speed,
+    /// The cache length the last tree was selected at.
+    cache_len: usize,
+}
+
+/// Tokens a step brought against its cost in one-token passes at the same cache
+/// length, summed over recent steps with older ones fading: how fast decoding
+/// runs, measured in the units the cost curve gives without timing noise.
+#[derive(Clone, Debug)]
+struct Speed {
+    tokens: f64,
+    passes: f64,
+}
+
+/// How much each older step counts less than the one after it: the speed
+/// follows the last few tens of steps.
+const SPEED_DECAY: f64 = 0.97;
+/// Steps' worth of one token per one-token pass the speed starts from:
+/// plain decoding's, until drafts have shown what they bring.
+const SPEED_PRIOR: f64 = 4.0;
+
+impl Speed {
+    fn new() -> Speed {
+        Speed { tokens: SPEED_PRIOR, passes: SPEED_PRIOR }
+    }
+
+    /// Tokens per one-token pass's time.
+    fn value(&self) -> f64 {
+        self.tokens / self.passes
+    }
+
+    fn add(&mut self, tokens: f64, passes: f64) {
+        self.tokens = self.tokens * SPEED_DECAY + tokens;
+        self.passes = self.passes * SPEED_DECAY + passes;
+    }
 }
 
 impl CostAwareBudget {
@@ -155,6 +196,8 @@ impl CostAwareBudget {
             tried: vec![0.0; BUCKETS],
             group_accepted: vec![0.0; GROUPS],
             group_tried: vec![0.0; GROUPS],
+            speed: Speed::new(),
+            cache_len: 0,
         }
     }
 
@@ -258,10 +301,11 @@ impl BudgetPolicy for CostAwareBudget {
 
     /// Ranks nodes by their chance to be accepted (the product of learned
     /// rates along the branch; a child never outranks its parent) and keeps
-    /// the most likely ones, as many as maximise expected tokens per
-    /// millisecond: for each tree size, the most likely nodes are the ones
-    /// that bring the most expected tokens. The rates of one parent's children
-    /// are claimed heaviest child first and never add up past 1.
+    /// the most likely ones, as many as maximise expected tokens less what the
+    /// pass's time would bring at the current speed: for each tree size, the
+    /// most likely nodes are the ones that bring the most expected tokens. The
+    /// rates of one parent's children are claimed heaviest child first and
+    /// never add up past 1.
     fn select(&mut self, tree: &DraftTree, cache_len: usize) -> Vec<usize> {
         let mut reach = vec![0.0f64; tree.len()];
         reach[0] = 1.0;
@@ -274,13 +318,15 @@ impl BudgetPolicy for CostAwareBudget {
         }
         let mut order: Vec<usize> = (1..tree.len()).collect();
         order.sort_by(|&a, &b| reach[b].total_cmp(&reach[a]).then(tree.depths[a].cmp(&tree.depths[b])).then(a.cmp(&b)));
+        self.cache_len = cache_len;
+        let (speed, one_token) = (self.speed.value(), self.cost.cost(1, cache_len));
         let mut expected = 1.0;
-        let (mut best_nodes, mut best_rate) = (0, 1.0 / self.cost.cost(1, cache_len));
+        let (mut best_nodes, mut best_gain) = (0, expected - speed);
         for (rank, &node) in order.iter().take(self.max_nodes).enumerate() {
             expected += reach[node];
-            let rate = expected / self.cost.cost(rank + 2, cache_len);
-            if rate > best_rate {
-                (best_nodes, best_rate) = (rank + 1, rate);
+            let gain = expected - speed * self.cost.cost(rank + 2, cache_len) / one_token;
+            if gain > best_gain {
+                (best_nodes, best_gain) = (rank + 1, gain);
             }
         }
         order.truncate(best_nodes);
@@ -288,6 +334,8 @@ impl BudgetPolicy for CostAwareBudget {
     }
 
     fn observe(&mut self, tree: &DraftTree, path: &[usize]) {
+        let passes = self.cost.cost(tree.len(), self.cache_len) / self.cost.cost(1, self.cache_len);
+        self.speed.add(path.len() as f64, passes);
         let mut on_path = vec![false; tree.len()];
         for &node in path {
             on_path[node] = true;
@@ -435,6 +483,24 @@ mod tests {
         let (likely, selected) = accept_only(&mut budget, &tree, Source::Repository);
         assert_eq!(likely.len(), 2, "the light branch is in the pool");
         assert_eq!(selected, likely);
+    }
+
+    #[test]
+    fn weak_drafts_that_beat_plain_decoding_are_dropped_once_steps_run_faster() {
+        let mut budget = budget(vec![(1, 10.0), (2, 12.0), (8, 40.0)], 8, 8);
+        let weak = build(0, &[Candidate { tokens: vec![1], weight: 1.0, source: Source::Common, matched: 2 }], 64, 16);
+        for step in 0..30 {
+            budget.observe(&weak, if step % 10 < 3 { &[0, 1] } else { &[0] });
+        }
+        // One chance in three for a fifth more time: better than one token a pass.
+        assert_eq!(budget.select(&weak, 256), vec![1]);
+        let strong = chain_matched(&[5, 6, 7, 8], 12);
+        for _ in 0..40 {
+            budget.observe(&strong, &[0, 1, 2, 3, 4]);
+        }
+        assert_eq!(budget.select(&strong, 256).len(), 4);
+        // Now a pass brings about two tokens for its time: the weak draft costs more than it brings.
+        assert!(budget.select(&weak, 256).is_empty());
     }
 
     #[test]
