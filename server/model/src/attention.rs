@@ -41,7 +41,6 @@ pub struct KvRows<'a> {
 /// to `outs[r]`. `scores` is scratch space kept by the caller across calls. On `kernel`'s
 /// CPU class the vector code runs (AVX2, AVX-512, NEON), else the portable code; both give
 /// the same bits.
-#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(unused_variables))]
 pub fn attend_block(
     kernel: Kernel,
     queries: &[&[f32]],
@@ -51,31 +50,85 @@ pub fn attend_block(
     scores: &mut Vec<f32>,
     outs: &mut [&mut [f32]],
 ) {
-    let d = kv.head_dim;
-    assert!(
-        kv.cache_keys.len() == kv.cache_values.len() && kv.pending_keys.len() == kv.pending_values.len(),
-        "keys and values must have the same rows"
-    );
-    let pending_rows = kv.pending_keys.len() / d;
-    assert!(pending.iter().all(|p| p.iter().all(|&node| node < pending_rows)), "pending row out of range");
-    assert!(queries.len() == pending.len() && queries.len() == outs.len(), "one pending list and output per query");
-    let widths = queries.iter().map(|q| q.len()).chain(outs.iter().map(|o| o.len()));
-    assert!(widths.into_iter().all(|w| w == d), "queries and outputs are head_dim wide");
-    let work = Attention { queries, pending, kv, scale };
-    if d.is_multiple_of(8) {
+    let work = Attention::checked(queries, pending, kv, scale);
+    check_outputs(&work, outs, kv.head_dim);
+    let mut rows = work.score_rows(scores);
+    run(kernel, &work, &mut rows, &Part::Whole, outs);
+}
+
+/// The first half of a block's attention when it is cut across threads: the scores of
+/// `queries` against the cache rows of `kv` (a range of a kv head's rows; its pending rows
+/// are not read), into `rows[r][..cached]`. Each score is the one [`attend_block`] computes
+/// for that query and row, whatever range the row is scored in.
+pub fn score_cache(kernel: Kernel, queries: &[&[f32]], kv: &KvRows, scale: f32, rows: &mut [&mut [f32]]) {
+    let none = vec![&[][..]; queries.len()];
+    let work = Attention::checked(queries, &none, kv, scale);
+    assert!(rows.len() == queries.len(), "one score row per query");
+    assert!(rows.iter().all(|row| row.len() >= work.cached()), "a score row per cache row");
+    run(kernel, &work, rows, &Part::CacheScores, &mut []);
+}
+
+/// The second half: given every cache row's score in `rows[r]` (from [`score_cache`]), the
+/// pending rows' scores, the softmax (in place in `rows`) and query `r`'s output into
+/// `outs[r]`: bit for bit [`attend_block`]'s.
+pub fn attend_scored(
+    kernel: Kernel,
+    queries: &[&[f32]],
+    pending: &[&[usize]],
+    kv: &KvRows,
+    scale: f32,
+    rows: &mut [&mut [f32]],
+    outs: &mut [&mut [f32]],
+) {
+    let work = Attention::checked(queries, pending, kv, scale);
+    check_outputs(&work, outs, kv.head_dim);
+    assert!(rows.len() == queries.len(), "one score row per query");
+    assert!((0..rows.len()).all(|r| rows[r].len() >= work.row_len(r)), "a score row per attended row");
+    run(kernel, &work, rows, &Part::Rest, outs);
+}
+
+fn check_outputs(work: &Attention, outs: &[&mut [f32]], width: usize) {
+    assert!(outs.len() == work.queries.len(), "one output per query");
+    assert!(outs.iter().all(|o| o.len() == width), "outputs as wide as the values they take");
+}
+
+/// What a call computes of a block's attention.
+enum Part {
+    /// Scores, softmax and outputs.
+    Whole,
+    /// The cache rows' scores only.
+    CacheScores,
+    /// Given the cache rows' scores: the pending rows' scores, softmax and outputs.
+    Rest,
+}
+
+impl Part {
+    fn scores_cache(&self) -> bool {
+        matches!(self, Part::Whole | Part::CacheScores)
+    }
+
+    fn writes_outputs(&self) -> bool {
+        matches!(self, Part::Whole | Part::Rest)
+    }
+}
+
+/// Runs `part` of `work` on `kernel`'s vector code where it applies, else the portable code.
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(unused_variables))]
+fn run(kernel: Kernel, work: &Attention, rows: &mut [&mut [f32]], part: &Part, outs: &mut [&mut [f32]]) {
+    if work.kv.head_dim.is_multiple_of(8) {
         // SAFETY (every arm): the model runs only on kernels the CPU supports, and the
-        // asserts above keep every row the vector code reads in bounds.
+        // checks of the entry points keep every row the vector code reads in bounds.
         match kernel {
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512Vnni => return unsafe { vector::attend_avx512(&work, scores, outs) },
+            Kernel::Avx512Vnni => return unsafe { vector::attend_avx512(work, rows, part, outs) },
             #[cfg(target_arch = "x86_64")]
-            Kernel::AvxVnni | Kernel::Avx2 => return unsafe { vector::attend_avx2(&work, scores, outs) },
+            Kernel::AvxVnni | Kernel::Avx2 => return unsafe { vector::attend_avx2(work, rows, part, outs) },
             #[cfg(target_arch = "aarch64")]
-            Kernel::NeonDotprod | Kernel::Neon => return unsafe { vector::attend_neon(&work, scores, outs) },
+            Kernel::NeonDotprod | Kernel::Neon => return unsafe { vector::attend_neon(work, rows, part, outs) },
             _ => {}
         }
     }
-    portable::attend(&work, scores, outs);
+    portable::attend(work, rows, part, outs);
 }
 
 /// The inputs of [`attend_block`].
@@ -86,7 +139,21 @@ struct Attention<'a> {
     scale: f32,
 }
 
-impl Attention<'_> {
+impl<'a> Attention<'a> {
+    /// The inputs, with the shapes every entry point relies on checked.
+    fn checked(queries: &'a [&'a [f32]], pending: &'a [&'a [usize]], kv: &'a KvRows<'a>, scale: f32) -> Attention<'a> {
+        let d = kv.head_dim;
+        assert!(
+            kv.cache_keys.len() == kv.cache_values.len() && kv.pending_keys.len() == kv.pending_values.len(),
+            "keys and values must have the same rows"
+        );
+        let pending_rows = kv.pending_keys.len() / d;
+        assert!(pending.iter().all(|p| p.iter().all(|&node| node < pending_rows)), "pending row out of range");
+        assert!(queries.len() == pending.len(), "one pending list per query");
+        assert!(queries.iter().all(|q| q.len() == d), "queries are head_dim wide");
+        Attention { queries, pending, kv, scale }
+    }
+
     fn cached(&self) -> usize {
         self.kv.cache_keys.len() / self.kv.head_dim
     }
@@ -127,10 +194,9 @@ mod portable {
     /// Output values accumulated at a time.
     const OUTPUT_SLICE: usize = 8;
 
-    /// The cache rows widened to f32, beside the pending rows.
+    /// The cache rows' values widened to f32, beside the pending rows'.
     struct Widened<'a> {
         head_dim: usize,
-        cache_keys: Vec<f32>,
         cache_values: Vec<f32>,
         pending_values: &'a [f32],
     }
@@ -141,29 +207,20 @@ mod portable {
         wide
     }
 
-    pub(super) fn attend(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        let mut rows = work.score_rows(scores);
+    pub(super) fn attend(work: &Attention, rows: &mut [&mut [f32]], part: &Part, outs: &mut [&mut [f32]]) {
         let d = work.kv.head_dim;
-        let kv = Widened {
-            head_dim: d,
-            cache_keys: widen(work.kv.cache_keys),
-            cache_values: widen(work.kv.cache_values),
-            pending_values: work.kv.pending_values,
-        };
-        for (q, row) in work.queries.iter().zip(rows.iter_mut()) {
-            let mut keys = kv.cache_keys.chunks_exact(KEY_GROUP * d);
-            for (group, out) in keys.by_ref().zip(row.chunks_exact_mut(KEY_GROUP)) {
-                let dots = fused_dots::<KEY_GROUP>(q, std::array::from_fn(|k| &group[k * d..(k + 1) * d]));
-                for (o, v) in out.iter_mut().zip(dots) {
-                    *o = v * work.scale;
-                }
-            }
-            let done = work.cached() / KEY_GROUP * KEY_GROUP;
-            for (o, key) in row[done..].iter_mut().zip(keys.remainder().chunks_exact(d)) {
-                *o = fused_dots::<1>(q, [key])[0] * work.scale;
+        if part.scores_cache() {
+            let keys = widen(work.kv.cache_keys);
+            for (q, row) in work.queries.iter().zip(rows.iter_mut()) {
+                score_cache(q, &keys, work, row);
             }
         }
-        work.score_pending(&mut rows);
+        if !part.writes_outputs() {
+            return;
+        }
+        let kv =
+            Widened { head_dim: d, cache_values: widen(work.kv.cache_values), pending_values: work.kv.pending_values };
+        work.score_pending(rows);
         let inverses: Vec<f32> =
             rows.iter_mut().enumerate().map(|(r, row)| 1.0 / weigh(&mut row[..work.row_len(r)])).collect();
         for (((weights, own), inverse), out) in rows.iter().zip(work.pending).zip(inverses).zip(outs.iter_mut()) {
@@ -172,6 +229,22 @@ mod portable {
             } else {
                 weighted_sum::<1>(weights, &kv, own, inverse, out);
             }
+        }
+    }
+
+    /// Query `q`'s scores against the cache rows `keys`, into `row`.
+    fn score_cache(q: &[f32], keys: &[f32], work: &Attention, row: &mut [f32]) {
+        let d = work.kv.head_dim;
+        let mut groups = keys.chunks_exact(KEY_GROUP * d);
+        for (group, out) in groups.by_ref().zip(row.chunks_exact_mut(KEY_GROUP)) {
+            let dots = fused_dots::<KEY_GROUP>(q, std::array::from_fn(|k| &group[k * d..(k + 1) * d]));
+            for (o, v) in out.iter_mut().zip(dots) {
+                *o = v * work.scale;
+            }
+        }
+        let done = work.cached() / KEY_GROUP * KEY_GROUP;
+        for (o, key) in row[done..].iter_mut().zip(groups.remainder().chunks_exact(d)) {
+            *o = fused_dots::<1>(q, [key])[0] * work.scale;
         }
     }
 
@@ -252,24 +325,31 @@ mod vector {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
-    pub(super) unsafe fn attend_avx512(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
+    pub(super) unsafe fn attend_avx512(
+        work: &Attention,
+        rows: &mut [&mut [f32]],
+        part: &Part,
+        outs: &mut [&mut [f32]],
+    ) {
+        crate::frame::align_frame!();
         if work.kv.head_dim.is_multiple_of(16) {
-            attend::<lanes::Avx2, Sixteen, KeyPairs, WIDE>(work, scores, outs)
+            attend::<lanes::Avx2, Sixteen, KeyPairs, WIDE>(work, rows, part, outs)
         } else {
-            attend::<lanes::Avx2, lanes::Avx2, KeyPairs, WIDE>(work, scores, outs)
+            attend::<lanes::Avx2, lanes::Avx2, KeyPairs, WIDE>(work, rows, part, outs)
         }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn attend_avx2(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend::<lanes::Avx2, lanes::Avx2, OnLanes<lanes::Avx2>, NARROW>(work, scores, outs)
+    pub(super) unsafe fn attend_avx2(work: &Attention, rows: &mut [&mut [f32]], part: &Part, outs: &mut [&mut [f32]]) {
+        crate::frame::align_frame!();
+        attend::<lanes::Avx2, lanes::Avx2, OnLanes<lanes::Avx2>, NARROW>(work, rows, part, outs)
     }
 
     #[cfg(target_arch = "aarch64")]
     #[target_feature(enable = "neon")]
-    pub(super) unsafe fn attend_neon(work: &Attention, scores: &mut Vec<f32>, outs: &mut [&mut [f32]]) {
-        attend::<lanes::Neon, lanes::Neon, OnLanes<lanes::Neon>, NARROW>(work, scores, outs)
+    pub(super) unsafe fn attend_neon(work: &Attention, rows: &mut [&mut [f32]], part: &Part, outs: &mut [&mut [f32]]) {
+        attend::<lanes::Neon, lanes::Neon, OnLanes<lanes::Neon>, NARROW>(work, rows, part, outs)
     }
 
     /// How a group of at most [`QUERY_GROUP`] queries is scored against every cache row:
@@ -396,15 +476,20 @@ mod vector {
     #[inline(always)]
     unsafe fn attend<L: Lanes, T: Tile, S: CacheScores<L>, const REGISTERS: usize>(
         work: &Attention,
-        scores: &mut Vec<f32>,
+        rows: &mut [&mut [f32]],
+        part: &Part,
         outs: &mut [&mut [f32]],
     ) {
-        let mut rows = work.score_rows(scores);
         let n = work.queries.len();
-        for group in ending_in_a_pair(n, QUERY_GROUP) {
-            S::score(&work.queries[group.clone()], work, &mut rows[group.clone()]);
+        if part.scores_cache() {
+            for group in ending_in_a_pair(n, QUERY_GROUP) {
+                S::score(&work.queries[group.clone()], work, &mut rows[group.clone()]);
+            }
         }
-        work.score_pending(&mut rows);
+        if !part.writes_outputs() {
+            return;
+        }
+        work.score_pending(rows);
         let mut inverses = Vec::with_capacity(n);
         for (r, row) in rows.iter_mut().enumerate() {
             inverses.push(1.0 / weigh::<L>(&mut row[..work.row_len(r)]));
@@ -800,6 +885,45 @@ mod tests {
     }
 
     #[test]
+    fn attention_scored_in_ranges_of_cache_rows_is_bit_for_bit_the_block_s() {
+        let value = |i: usize, seed: usize| (((i * 2654435761 + seed) % 1013) as f32 / 250.0 - 2.0).cos();
+        for (d, cached, cuts) in [(64, 101, vec![0, 48, 101]), (64, 37, vec![0, 0, 16, 37]), (24, 19, vec![0, 8, 19])] {
+            let keys: Vec<f32> = (0..cached * d).map(|i| value(i, 1)).collect();
+            let values: Vec<f32> = (0..cached * d).map(|i| value(i, 2)).collect();
+            let pk: Vec<f32> = (0..2 * d).map(|i| value(i, 3)).collect();
+            let pv: Vec<f32> = (0..2 * d).map(|i| value(i, 4)).collect();
+            let stored = stored(&keys, &values, &pk, &pv, d);
+            let rows = stored.rows();
+            let q: Vec<Vec<f32>> = (0..3).map(|r| (0..d).map(|i| value(i, 10 + r)).collect()).collect();
+            let queries: Vec<&[f32]> = q.iter().map(|x| &x[..]).collect();
+            let pending: [&[usize]; 3] = [&[0], &[0, 1], &[]];
+            for kernel in Kernel::supported() {
+                let mut whole = vec![vec![0.0; d]; 3];
+                let mut outs: Vec<&mut [f32]> = whole.iter_mut().map(|o| &mut o[..]).collect();
+                attend_block(kernel, &queries, &pending, &rows, 0.2, &mut Vec::new(), &mut outs);
+
+                let mut scores = vec![vec![0.0; cached + 2]; 3];
+                for range in cuts.windows(2).map(|w| w[0]..w[1]) {
+                    let part = KvRows {
+                        head_dim: d,
+                        cache_keys: &stored.cache[0][range.start * d..range.end * d],
+                        cache_values: &stored.cache[1][range.start * d..range.end * d],
+                        pending_keys: &[],
+                        pending_values: &[],
+                    };
+                    let mut pieces: Vec<&mut [f32]> = scores.iter_mut().map(|row| &mut row[range.clone()]).collect();
+                    score_cache(kernel, &queries, &part, 0.2, &mut pieces);
+                }
+                let mut split = vec![vec![0.0; d]; 3];
+                let mut outs: Vec<&mut [f32]> = split.iter_mut().map(|o| &mut o[..]).collect();
+                let mut score_rows: Vec<&mut [f32]> = scores.iter_mut().map(|row| &mut row[..]).collect();
+                attend_scored(kernel, &queries, &pending, &rows, 0.2, &mut score_rows, &mut outs);
+                assert_eq!(whole, split, "{kernel} kernel: d {d}, {cached} cache rows cut at {cuts:?}");
+            }
+        }
+    }
+
+    #[test]
     fn every_kernel_matches_the_portable_path_bit_for_bit() {
         for (d, cached, n) in [
             (64, 37, 12),
@@ -827,7 +951,8 @@ mod tests {
             let work = Attention { queries: &queries, pending: &pending, kv: &rows, scale: 0.125 };
             let mut plain = vec![vec![0.0; d]; n];
             let mut outs: Vec<&mut [f32]> = plain.iter_mut().map(|o| &mut o[..]).collect();
-            portable::attend(&work, &mut Vec::new(), &mut outs);
+            let mut scratch = Vec::new();
+            portable::attend(&work, &mut work.score_rows(&mut scratch), &Part::Whole, &mut outs);
             for kernel in Kernel::supported() {
                 let mut fast = vec![vec![0.0; d]; n];
                 let mut outs: Vec<&mut [f32]> = fast.iter_mut().map(|o| &mut o[..]).collect();

@@ -13,6 +13,8 @@
 
 mod attention;
 mod config;
+#[cfg(target_arch = "x86_64")]
+mod frame;
 mod gguf;
 mod groups;
 mod kernel;
@@ -25,6 +27,7 @@ mod quant;
 mod safetensors;
 mod sentencepiece;
 mod source;
+mod split_attention;
 mod threads;
 mod tokenizer;
 mod tree;

@@ -12,6 +12,7 @@ use crate::groups::ending_in_a_pair;
 use crate::kv::KvCache;
 use crate::loader::Weights;
 use crate::ops::{self, Rotation};
+use crate::split_attention;
 use crate::tokenizer::Tokenizer;
 use crate::tree::TreeLayout;
 use crate::{source, Kernel, LoadOptions, ModelInfo};
@@ -214,7 +215,11 @@ fn attention(kernel: Kernel, kv: &KvCache, layer: usize, q: &[f32], tree: &TreeL
     let mut out = vec![0f32; n * heads * hd];
     // One cell per (node, kv head): the outputs of the query heads sharing that kv head.
     let cells: Vec<Mutex<&mut [f32]>> = out.chunks_mut(group * hd).map(Mutex::new).collect();
-    let blocks = attention_blocks(n, kv_heads, crate::threads::effective());
+    let threads = crate::threads::effective();
+    let blocks = attention_blocks(n, kv_heads, threads);
+    if blocks.len() * kv_heads < ATTENTION_UNITS_PER_THREAD * threads && std::env::var_os("NOSPLIT").is_none() {
+        return split_attention::attention(kernel, kv, layer, q, tree, cfg);
+    }
     crate::threads::for_each_range(blocks.len() * kv_heads, |units| {
         let mut scores = Vec::new();
         for unit in units {

@@ -16,6 +16,7 @@ use std::arch::x86_64::*;
 /// [`QuantMatrix::multiply`] with AVX2 and FMA.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    crate::frame::align_frame!();
     match &w.values {
         Values::Biased { .. } => narrow::multiply::<Avx2, Q8>(w, x, out, rows),
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Avx2, Q4Halves>(w, x, out, rows),
@@ -27,6 +28,7 @@ pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32
 /// [`QuantMatrix::multiply`] with AVX2, FMA and AVX-VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 pub(super) unsafe fn multiply_vnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    crate::frame::align_frame!();
     match &w.values {
         Values::Biased { .. } => narrow::multiply::<AvxVnni, Q8>(w, x, out, rows),
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => {
@@ -40,6 +42,7 @@ pub(super) unsafe fn multiply_vnni(w: &QuantMatrix, x: &QuantizedRows, out: &mut
 /// [`quantize_row_portable`] with 8-lane vectors.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>, span_vectors: usize) {
+    crate::frame::align_frame!();
     quantize_blocks::<Avx2>(row, quants, scales, span_vectors)
 }
 
@@ -319,6 +322,7 @@ impl ByteWeights for AvxVnni {
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline(never)]
 unsafe fn multiply_apart_avx2<C: Code<Avx2>>(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    crate::frame::align_frame!();
     narrow::multiply::<Avx2, C>(w, x, out, rows)
 }
 
@@ -331,5 +335,6 @@ unsafe fn multiply_apart_vnni<C: Code<AvxVnni>>(
     out: &mut [f32],
     rows: Range<usize>,
 ) {
+    crate::frame::align_frame!();
     narrow::multiply::<AvxVnni, C>(w, x, out, rows)
 }

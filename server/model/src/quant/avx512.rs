@@ -9,6 +9,7 @@ use std::arch::x86_64::*;
 /// [`quantize_row_portable`] with 16-lane vectors.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn quantize_row(row: &[f32], quants: &mut [i8], scales: &mut Vec<f32>, span_vectors: usize) {
+    crate::frame::align_frame!();
     quantize_blocks::<Quantizer>(row, quants, scales, span_vectors)
 }
 
@@ -45,6 +46,7 @@ pub(super) unsafe fn lane_sums(bytes: &[i8]) -> [i32; LANES] {
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    crate::frame::align_frame!();
     match &w.values {
         Values::Biased { biased, scales } => multiply_bytes(w, biased, scales, x, out, rows),
         Values::Nibbles { scales: BlockValues::Halves(_), .. } => narrow::multiply::<Avx512, Q4Halves>(w, x, out, rows),
@@ -335,5 +337,6 @@ impl NibbleWeights for Avx512 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline(never)]
 unsafe fn multiply_apart<C: Code<Avx512>>(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
+    crate::frame::align_frame!();
     narrow::multiply::<Avx512, C>(w, x, out, rows)
 }
