@@ -212,14 +212,14 @@ fn attention(kernel: Kernel, kv: &KvCache, layer: usize, q: &[f32], tree: &TreeL
     let group = heads / kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
     let n = tree.len();
+    let threads = crate::threads::effective();
+    let blocks = attention_blocks(n, kv_heads, threads);
+    if blocks.len() * kv_heads < ATTENTION_UNITS_PER_THREAD * threads {
+        return split_attention::attention(kernel, kv, layer, q, tree, cfg);
+    }
     let mut out = vec![0f32; n * heads * hd];
     // One cell per (node, kv head): the outputs of the query heads sharing that kv head.
     let cells: Vec<Mutex<&mut [f32]>> = out.chunks_mut(group * hd).map(Mutex::new).collect();
-    let threads = crate::threads::effective();
-    let blocks = attention_blocks(n, kv_heads, threads);
-    if blocks.len() * kv_heads < ATTENTION_UNITS_PER_THREAD * threads && std::env::var_os("NOSPLIT").is_none() {
-        return split_attention::attention(kernel, kv, layer, q, tree, cfg);
-    }
     crate::threads::for_each_range(blocks.len() * kv_heads, |units| {
         let mut scores = Vec::new();
         for unit in units {
