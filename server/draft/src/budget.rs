@@ -110,18 +110,24 @@ fn piecewise_linear(points: &[(usize, f64)], x: usize) -> f64 {
 /// depth x length of the context match that found the draft x place among
 /// its siblings (first, second, later: the model picks one child at most, and
 /// a second guess at the same position is accepted far less often than its
-/// share of the weight suggests).
+/// share of the weight suggests) x whether other sources propose it too.
 const SHARE_EDGES: [f32; 5] = [0.1, 0.25, 0.5, 0.75, 0.95];
 const DEPTH_BUCKETS: usize = 3;
 const MATCH_EDGES: [usize; 3] = [3, 5, 9];
 const SIBLING_BUCKETS: usize = 3;
-const BUCKETS: usize =
-    Source::ALL.len() * (SHARE_EDGES.len() + 1) * DEPTH_BUCKETS * (MATCH_EDGES.len() + 1) * SIBLING_BUCKETS;
+/// One source, or several proposing the same node.
+const AGREEMENT_BUCKETS: usize = 2;
+const BUCKETS: usize = Source::ALL.len()
+    * (SHARE_EDGES.len() + 1)
+    * DEPTH_BUCKETS
+    * (MATCH_EDGES.len() + 1)
+    * SIBLING_BUCKETS
+    * AGREEMENT_BUCKETS;
 
-/// Groups of buckets: source x depth x place among siblings (a bucket without
-/// its share and match length). A bucket with few verified nodes of its own
-/// leans on its group's rate.
-const GROUPS: usize = Source::ALL.len() * DEPTH_BUCKETS * SIBLING_BUCKETS;
+/// Groups of buckets: source x depth x place among siblings x agreement (a
+/// bucket without its share and match length). A bucket with few verified
+/// nodes of its own leans on its group's rate.
+const GROUPS: usize = Source::ALL.len() * DEPTH_BUCKETS * SIBLING_BUCKETS * AGREEMENT_BUCKETS;
 /// Verified nodes' worth of weight that a bucket's rate gives its group's rate.
 const BUCKET_PRIOR: f64 = 2.0;
 /// Verified nodes' worth of weight that a group's rate gives 1/2: tens of misses
@@ -218,18 +224,23 @@ impl CostAwareBudget {
         let match_bucket = MATCH_EDGES.iter().take_while(|&&edge| tree.matched[node] >= edge).count();
         let source = Source::ALL.iter().position(|&s| s == tree.sources[node]).unwrap_or(0);
         let sibling_bucket = tree.sibling_ranks[node].min(SIBLING_BUCKETS - 1);
-        (((source * (SHARE_EDGES.len() + 1) + share_bucket) * DEPTH_BUCKETS + depth_bucket) * (MATCH_EDGES.len() + 1)
+        let agreement_bucket = tree.agreeing[node].clamp(1, AGREEMENT_BUCKETS) - 1;
+        ((((source * (SHARE_EDGES.len() + 1) + share_bucket) * DEPTH_BUCKETS + depth_bucket) * (MATCH_EDGES.len() + 1)
             + match_bucket)
             * SIBLING_BUCKETS
-            + sibling_bucket
+            + sibling_bucket)
+            * AGREEMENT_BUCKETS
+            + agreement_bucket
     }
 
     /// The group of a bucket (see [`GROUPS`]), from the bucket's index.
     fn group(bucket: usize) -> usize {
-        let sibling = bucket % SIBLING_BUCKETS;
-        let depth = bucket / SIBLING_BUCKETS / (MATCH_EDGES.len() + 1) % DEPTH_BUCKETS;
-        let source = bucket / SIBLING_BUCKETS / (MATCH_EDGES.len() + 1) / DEPTH_BUCKETS / (SHARE_EDGES.len() + 1);
-        (source * DEPTH_BUCKETS + depth) * SIBLING_BUCKETS + sibling
+        let agreement = bucket % AGREEMENT_BUCKETS;
+        let rest = bucket / AGREEMENT_BUCKETS;
+        let sibling = rest % SIBLING_BUCKETS;
+        let depth = rest / SIBLING_BUCKETS / (MATCH_EDGES.len() + 1) % DEPTH_BUCKETS;
+        let source = rest / SIBLING_BUCKETS / (MATCH_EDGES.len() + 1) / DEPTH_BUCKETS / (SHARE_EDGES.len() + 1);
+        ((source * DEPTH_BUCKETS + depth) * SIBLING_BUCKETS + sibling) * AGREEMENT_BUCKETS + agreement
     }
 
     /// A bucket's conditional acceptance rate, smoothed towards its group's,
@@ -539,6 +550,20 @@ mod tests {
         }
         assert!(budget.select(&short, 256).is_empty());
         assert_eq!(budget.select(&long, 256).len(), 4);
+    }
+
+    #[test]
+    fn drafts_that_several_sources_propose_are_judged_apart() {
+        let mut budget = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
+        let from = |source| Candidate { tokens: vec![1, 2, 3, 4], weight: 1.0, source, matched: 4 };
+        let alone = build(0, &[from(Source::Repository)], 64, 16);
+        let agreed = build(0, &[from(Source::Repository), from(Source::Prompt)], 64, 16);
+        for _ in 0..50 {
+            budget.observe(&alone, &[0]);
+            budget.observe(&agreed, &[0, 1, 2, 3, 4]);
+        }
+        assert!(budget.select(&alone, 256).is_empty());
+        assert_eq!(budget.select(&agreed, 256).len(), 4);
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub struct DraftTree {
     /// Each node's place among its parent's children in the merged
     /// candidates, heaviest first (root: 0); kept when the tree is cut.
     pub sibling_ranks: Vec<usize>,
+    /// How many different sources propose each node (root: 0).
+    pub agreeing: Vec<usize>,
 }
 
 impl DraftTree {
@@ -39,6 +41,7 @@ impl DraftTree {
             sources: vec![Source::Fixed],
             matched: vec![0],
             sibling_ranks: vec![0],
+            agreeing: vec![0],
         }
     }
 
@@ -94,6 +97,7 @@ impl DraftTree {
             sources: vec![],
             matched: vec![],
             sibling_ranks: vec![],
+            agreeing: vec![],
         };
         for node in (0..self.len()).filter(|&n| keep[n]) {
             new_index[node] = tree.tokens.len();
@@ -104,6 +108,7 @@ impl DraftTree {
             tree.sources.push(self.sources[node]);
             tree.matched.push(self.matched[node]);
             tree.sibling_ranks.push(self.sibling_ranks[node]);
+            tree.agreeing.push(self.agreeing[node]);
         }
         tree
     }
@@ -121,6 +126,8 @@ struct TrieNode {
     weight: f32,
     best_weight: f32,
     source: Source,
+    /// The sources of the candidates through the node, one bit each.
+    sources: u32,
     matched: usize,
     children: Vec<usize>,
 }
@@ -135,6 +142,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
         weight: 0.0,
         best_weight: f32::NEG_INFINITY,
         source: Source::Fixed,
+        sources: 0,
         matched: 0,
         children: Vec::new(),
     }];
@@ -157,6 +165,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
                         weight: 0.0,
                         best_weight: f32::NEG_INFINITY,
                         source: candidate.source,
+                        sources: 0,
                         matched: 0,
                         children: Vec::new(),
                     });
@@ -167,6 +176,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
             let entry = &mut trie[node];
             entry.weight += candidate.weight;
             entry.matched = entry.matched.max(candidate.matched);
+            entry.sources |= 1 << candidate.source as u32;
             if candidate.weight > entry.best_weight {
                 entry.best_weight = candidate.weight;
                 entry.source = candidate.source;
@@ -184,6 +194,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
         sources: vec![Source::Fixed],
         matched: vec![0],
         sibling_ranks: vec![0],
+        agreeing: vec![0],
     };
     let mut queue = std::collections::VecDeque::from([(0usize, 0usize)]);
     while let Some((trie_node, tree_node)) = queue.pop_front() {
@@ -198,6 +209,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
             tree.sources.push(trie[child].source);
             tree.matched.push(trie[child].matched);
             tree.sibling_ranks.push(rank);
+            tree.agreeing.push(trie[child].sources.count_ones() as usize);
             queue.push_back((child, index));
         }
     }
@@ -221,6 +233,21 @@ mod tests {
         assert_eq!(tree.depths, vec![0, 1, 1, 2, 3, 3]);
         assert_eq!(tree.weights, vec![3.5, 3.0, 0.5, 3.0, 2.0, 1.0]);
         assert_eq!(tree.sibling_ranks, vec![0, 0, 1, 0, 0, 1]);
+    }
+
+    #[test]
+    fn each_node_counts_the_sources_that_propose_it() {
+        let from = |tokens: &[u32], source| Candidate { tokens: tokens.to_vec(), weight: 1.0, source, matched: 2 };
+        let candidates = [
+            from(&[1, 2, 3], Source::Prompt),
+            from(&[1, 2, 4], Source::Repository),
+            from(&[1, 5], Source::Repository),
+            from(&[1, 2], Source::Prompt),
+        ];
+        let tree = build(9, &candidates, 64, 10);
+        assert_eq!(tree.tokens, vec![9, 1, 2, 5, 3, 4]);
+        assert_eq!(tree.agreeing, vec![0, 2, 2, 1, 1, 1]);
+        assert_eq!(tree.keep(&[1, 3]).agreeing, vec![0, 2, 1], "kept when the tree is cut");
     }
 
     #[test]
