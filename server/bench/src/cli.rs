@@ -12,7 +12,9 @@ use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_model::{CpuDescription, Kernel};
 use copilotd_server::cli::{parse, BuildCommonArgs, EngineArgs, SamplingArgs};
 use copilotd_server::completion::drafting::BudgetSettings;
-use copilotd_server::completion::{self, calibrate, common, Completer, Sampling, Strategy, Unconfirmed};
+use copilotd_server::completion::{
+    self, calibrate, common, Calibrated, Calibration, Completer, Sampling, Strategy, Unconfirmed,
+};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -127,7 +129,13 @@ pub struct RepoArgs {
     /// model, or the store file at PATH.
     #[arg(long, value_name = "PATH")]
     common_refined: Option<Option<PathBuf>>,
-    /// Where results.json and results.md go.
+    /// Price drafts with the cost curve in this file (a `calibration.json` that an earlier
+    /// run wrote next to its results, or a file of the calibration cache) instead of this
+    /// build's own: acceptance moves with the curve, so builds compared with each other
+    /// should share one.
+    #[arg(long, value_name = "FILE")]
+    calibration: Option<PathBuf>,
+    /// Where results.json, results.md and calibration.json (the cost curve used) go.
     #[arg(long, default_value = "target/bench/repo")]
     out: PathBuf,
     /// Greedy by default; with a temperature every variant samples (outputs then differ from
@@ -335,9 +343,7 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let packages = packages::read_list(&args.packages)?;
     let settings = args.engine.settings();
     let mut completer = Completer::load(&settings)?;
-    // Measured once more while unconfirmed and due, as the daemon does: a load on the machine
-    // that skewed one measurement does not skew every later run.
-    completer.calibrate(Unconfirmed::MeasureAgain)?;
+    let calibration = if settings.budget.cost_aware { Some(price_drafts(&mut completer, args)?) } else { None };
     let common = match common::open_or_build(completer.tokenizer()) {
         Ok(store) => Some(store),
         Err(error) => {
@@ -388,9 +394,18 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let info = completer.model_info();
     let cpu = CpuDescription::of_this_machine();
     let budget = &settings.budget;
+    std::fs::create_dir_all(&args.out)?;
+    let cost_curve = match &calibration {
+        Some((calibrated, from)) => {
+            calibrate::write_file(&args.out.join("calibration.json"), calibrated)?;
+            let count = calibrated.measurements;
+            format!(" ({from}, {count} measurement{}; saved as calibration.json)", if count == 1 { "" } else { "s" })
+        }
+        None => String::new(),
+    };
     let header = format!(
         "Repository benchmark: model {} ({}, {}, {} threads), {} tasks/package after {} unmeasured, up to {} tokens, {}; \
-         draft budget {} nodes, depth {}{}.\n{}.\n\n{store_sizes}",
+         draft budget {} nodes, depth {}{}{cost_curve}.\n{}.\n\n{store_sizes}",
         info.name,
         info.weights,
         info.device,
@@ -404,19 +419,43 @@ fn repo(args: &RepoArgs) -> Result<()> {
         if budget.cost_aware { ", cost-aware" } else { ", fixed" },
         machine_line(&cpu, info.kernel),
     );
-    std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("results.md"), format!("{header}{table}"))?;
     let json = json!({
         "model": info.name, "weights": info.weights, "device": info.device, "threads": info.threads,
         "machine": machine_json(&cpu, info.kernel), "tasks_per_package": args.tasks,
         "warmup_tasks_per_package": args.warmup_tasks, "max_tokens": args.max_tokens, "sampling": sampling_json(&args.sampling.sampling()),
         "draft_budget": {"max_nodes": budget.max_nodes, "max_depth": budget.max_depth, "cost_aware": budget.cost_aware},
+        "cost_curve": calibration.as_ref().map(|(calibrated, from)| json!({
+            "from": from, "measurements": calibrated.measurements, "curves": calibrated.cost.curves().iter()
+                .map(|(cache, curve)| json!({"cache": cache, "points": curve.points()})).collect::<Vec<_>>(),
+        })),
         "summaries": summaries, "runs": runs,
     });
     std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&json)?)?;
     print!("{header}{table}");
     println!("written to {}", args.out.display());
     Ok(())
+}
+
+/// Sets the cost curve the variants' drafts are priced with: the one in `--calibration`, or
+/// this build's own, measured once more while unconfirmed and due as the daemon does (a load
+/// on the machine that skewed one measurement does not skew every later run). Returns it with
+/// where it came from.
+fn price_drafts(completer: &mut Completer, args: &RepoArgs) -> Result<(Calibrated, String)> {
+    if let Some(path) = &args.calibration {
+        let calibrated = calibrate::read_file(path)?;
+        completer.use_cost_model(&calibrated.cost);
+        return Ok((calibrated, format!("cost curve read from {}", path.display())));
+    }
+    Ok(match completer.calibrate_until(Unconfirmed::MeasureAgain, &|| false)? {
+        Calibration::Cached(calibrated) => (calibrated, "this build's cached cost curve".to_string()),
+        Calibration::Measured(calibrated) => (calibrated, "cost curve measured by this build".to_string()),
+        Calibration::Disturbed(cost) => (
+            Calibrated { cost, measurements: 1, measured_at: calibrate::unix_now() },
+            "cost curve measured by this build on a busy machine".to_string(),
+        ),
+        Calibration::Interrupted => anyhow::bail!("the calibration was interrupted"),
+    })
 }
 
 /// How the benchmark decodes, for its header.

@@ -56,6 +56,9 @@ pub struct DecodeStats {
     pub forward_steps: usize,
     /// Tree nodes verified in total (including roots).
     pub tree_nodes: usize,
+    /// Each forward step's tree nodes (including the root) and the tokens cached before it:
+    /// what the cost curve prices.
+    pub passes: Vec<(usize, usize)>,
     pub prefill_ms: f64,
     pub decode_ms: f64,
     /// Time spent building drafts and feeding drafters what a step
@@ -303,6 +306,7 @@ impl<M: TreeModel> Session<M> {
             }
             stats.draft_ms += ms_since(draft_started);
 
+            stats.passes.push((tree.len(), self.model.cache_len()));
             let logits = self.model.forward_tree(&tree.tokens, &tree.parents).map_err(DecodeError::Model)?;
             stats.forward_steps += 1;
             stats.tree_nodes += tree.len();

@@ -172,3 +172,26 @@ fn the_first_token_can_be_restricted_and_the_rest_stays_lossless() {
         run(&mut Session::new(ToyModel::default()), &prompt, &opts, Some(&mut PromptLookup::default()));
     assert_eq!(speculative, restricted);
 }
+
+#[test]
+fn each_pass_is_recorded_with_its_nodes_and_the_cache_under_it() {
+    let prompt = [1, 2, 3, 4, 5, 1, 2, 3];
+    let (reference, _) = run(&mut Session::new(ToyModel::default()), &prompt, &options(30), None);
+    let mut oracle = Oracle { truth: reference, prompt_len: prompt.len() };
+    let mut never = |_: &[u32]| false;
+    let hooks = DecodeHooks { stop: &mut never, cancel: &CancelToken::new() };
+    let budget = &mut FixedBudget { nodes: 16, depth: 6 };
+    let stats = Session::new(ToyModel::default())
+        .generate(&prompt, &options(30), Some(&mut oracle), budget, hooks)
+        .unwrap()
+        .stats;
+    assert_eq!(stats.passes.len(), stats.forward_steps);
+    assert_eq!(stats.passes.iter().map(|&(nodes, _)| nodes).sum::<usize>(), stats.tree_nodes);
+    assert!(stats.passes.iter().any(|&(nodes, _)| nodes > 1), "the oracle's drafts are verified");
+    // The first pass runs on the prompt; each later one on what the step before it kept.
+    assert_eq!(stats.passes[0].1, prompt.len());
+    for (step, pair) in stats.passes.windows(2).enumerate() {
+        let kept = pair[1].1 - pair[0].1;
+        assert!((1..=pair[0].0).contains(&kept), "step {step} kept {kept} of {} nodes", pair[0].0);
+    }
+}

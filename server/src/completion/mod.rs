@@ -113,16 +113,19 @@ pub struct CompletionStats {
     pub draft_ms: f64,
     pub ms_per_token: f64,
     pub tree_nodes: usize,
+    /// Decode milliseconds that the cost curve in use predicts for the forward passes: no
+    /// drafting time and no timing noise (`None` before calibration).
+    pub curve_ms: Option<f64>,
     pub stop: &'static str,
 }
 
 impl CompletionStats {
     /// The figures of a completion that generated nothing.
     pub fn empty(strategy: Strategy) -> Self {
-        CompletionStats::new(strategy, &DecodeStats::default(), StopReason::MaxTokens)
+        CompletionStats::new(strategy, &DecodeStats::default(), StopReason::MaxTokens, None)
     }
 
-    fn new(strategy: Strategy, stats: &DecodeStats, stop: StopReason) -> Self {
+    fn new(strategy: Strategy, stats: &DecodeStats, stop: StopReason, cost: Option<&CostModel>) -> Self {
         CompletionStats {
             strategy,
             prompt_tokens: stats.prompt_tokens,
@@ -135,6 +138,7 @@ impl CompletionStats {
             draft_ms: stats.draft_ms,
             ms_per_token: stats.ms_per_token(),
             tree_nodes: stats.tree_nodes,
+            curve_ms: cost.map(|cost| stats.passes.iter().map(|&(nodes, cached)| cost.cost(nodes, cached)).sum()),
             stop: match stop {
                 StopReason::MaxTokens => "max_tokens",
                 StopReason::EndOfText => "end_of_text",
@@ -340,8 +344,13 @@ impl Completer {
         Ok(())
     }
 
+    /// The cost curve drafts are priced with, once calibrated or given.
+    pub fn cost_model(&self) -> Option<&CostModel> {
+        self.cost_model.as_ref()
+    }
+
     /// Prices drafts with `cost` from the next request on.
-    fn use_cost_model(&mut self, cost: &CostModel) {
+    pub fn use_cost_model(&mut self, cost: &CostModel) {
         self.sources.update_cost_model(cost);
         self.cost_model = Some(cost.clone());
     }
@@ -417,7 +426,8 @@ impl Completer {
         }
         let decoded = self.tokenizer.decode(&generation.tokens)?;
         let text = rules.apply(after_cursor(&decoded, &healed)).0.to_string();
-        let stats = CompletionStats::new(request.strategy, &generation.stats, generation.stop);
+        let stats =
+            CompletionStats::new(request.strategy, &generation.stats, generation.stop, self.cost_model.as_ref());
         self.recent.push_back(stats.clone());
         if self.recent.len() > RECENT_WINDOW {
             self.recent.pop_front();
