@@ -1,5 +1,5 @@
 //! Measuring what one forward pass costs on this machine: t(k) for a tree of
-//! k nodes on a warm cache, at a few cache lengths (attention work grows
+//! k nodes on a warm cache, at a short and a long cache (attention work grows
 //! with the cache). The cost-aware draft budget needs it; it is measured once
 //! per model, weight format, device (with its kernel), thread count and build of copilotd, and cached.
 //!
@@ -28,13 +28,9 @@ use std::time::{Duration, Instant, SystemTime};
 /// interpolated (with the group of five rows a fifth node adds 0.4–0.5 ms and a sixth
 /// 1.0–1.2 ms at 1,536 cached tokens, AVX-512 VNNI; the line between t(4) and t(6) missed it).
 const CALIBRATION_NODES: [usize; 9] = [1, 2, 3, 4, 5, 6, 8, 16, 32];
-/// Cache lengths under the calibration passes, from a short one to the longest default prompt
-/// window; the cost between and beyond is interpolated. The cost does not grow in a straight
-/// line with the length (a layer's cache outgrows the core's own cache on the way): with only
-/// the two ends, the repository benchmark's trees of two to eleven nodes took 11% longer than
-/// the curve said against 3% for its one-token passes (AVX-512 VNNI), so the budget took trees
-/// too large; with two lengths between, the two errors are within 2% of each other.
-const CALIBRATION_CACHES: [usize; 4] = [256, 768, 1280, 2048];
+/// Cache lengths under the calibration passes: a short one and the longest
+/// default prompt window; the cost between and beyond is interpolated.
+const CALIBRATION_CACHES: [usize; 2] = [256, 2048];
 /// Timed passes per node count (the median is kept): on a shared machine three were
 /// too few for a stable curve.
 const CALIBRATION_REPEATS: usize = 7;
@@ -409,9 +405,9 @@ mod tests {
 
     #[test]
     fn calibration_lengths_start_above_the_cached_prompt() {
-        assert_eq!(lengths_above(&CALIBRATION_CACHES, 0), vec![256, 768, 1280, 2048]);
-        assert_eq!(lengths_above(&CALIBRATION_CACHES, 256), vec![256, 768, 1280, 2048]);
-        assert_eq!(lengths_above(&CALIBRATION_CACHES, 900), vec![900, 1412, 1924, 2692]);
+        assert_eq!(lengths_above(&CALIBRATION_CACHES, 0), vec![256, 2048]);
+        assert_eq!(lengths_above(&CALIBRATION_CACHES, 256), vec![256, 2048]);
+        assert_eq!(lengths_above(&CALIBRATION_CACHES, 900), vec![900, 2692]);
     }
 
     #[test]
