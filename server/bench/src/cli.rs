@@ -133,7 +133,7 @@ pub struct RepoArgs {
     /// run wrote next to its results, or a file of the calibration cache) instead of this
     /// build's own: acceptance moves with the curve, so builds compared with each other
     /// should share one.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "fixed_budget")]
     calibration: Option<PathBuf>,
     /// Where results.json, results.md and calibration.json (the cost curve used) go.
     #[arg(long, default_value = "target/bench/repo")]
@@ -573,6 +573,13 @@ mod tests {
 
     fn parse(line: &[&str]) -> Result<RepoArgs, clap::Error> {
         Wrapper::try_parse_from(std::iter::once("repo").chain(line.iter().copied())).map(|w| w.args)
+    }
+
+    #[test]
+    fn a_given_cost_curve_needs_the_cost_aware_budget() {
+        assert_eq!(parse(&["--calibration", "a.json"]).unwrap().calibration, Some(PathBuf::from("a.json")));
+        let refused = parse(&["--calibration", "a.json", "--fixed-budget"]).expect_err("refused");
+        assert_eq!(refused.kind(), clap::error::ErrorKind::ArgumentConflict);
     }
 
     #[test]
