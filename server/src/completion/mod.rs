@@ -344,11 +344,6 @@ impl Completer {
         Ok(())
     }
 
-    /// The cost curve drafts are priced with, once calibrated or given.
-    pub fn cost_model(&self) -> Option<&CostModel> {
-        self.cost_model.as_ref()
-    }
-
     /// Prices drafts with `cost` from the next request on.
     pub fn use_cost_model(&mut self, cost: &CostModel) {
         self.sources.update_cost_model(cost);
