@@ -47,7 +47,10 @@ pub struct SpectraConfig {
     /// Share of the weight given to the backward guess; the forward guesses
     /// share the rest, newer ones more.
     pub backward_share: f32,
-    /// Total weight of the guesses of one step (against other sources in `auto`).
+    /// Total weight of the guesses of one step (against other sources in `auto`): 3, so that
+    /// in the merged tree the internal guesses come before the retrieved ones where both
+    /// propose, as in the paper (chosen by a sweep of 0.25–4 in benches/README.md, and
+    /// checked on six packages outside the benchmark).
     pub weight: f32,
     /// Seed of the draws against τ.
     pub seed: u64,
@@ -62,7 +65,7 @@ impl Default for SpectraConfig {
             tau: 0.1,
             backward_len: 5,
             backward_share: 0.5,
-            weight: 1.0,
+            weight: 3.0,
             seed: 0,
         }
     }
