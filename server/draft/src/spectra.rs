@@ -47,10 +47,11 @@ pub struct SpectraConfig {
     /// Share of the weight given to the backward guess; the forward guesses
     /// share the rest, newer ones more.
     pub backward_share: f32,
-    /// Total weight of the guesses of one step (against other sources in `auto`): 3, so that
-    /// in the merged tree the internal guesses come before the retrieved ones where both
-    /// propose, as in the paper (chosen by a sweep of 0.25–4 in benches/README.md, and
-    /// checked on six packages outside the benchmark).
+    /// Total weight of the guesses of one step against the other sources of `auto` (prompt
+    /// lookup weighs 1; FastCoder's repository store 1, common store 0.5, cache 2): 3, so that
+    /// the internal guesses lead their siblings more often, as the paper gives them priority
+    /// (chosen by a sweep of 0.25–4 in benches/README.md, and checked on six packages outside
+    /// the benchmark).
     pub weight: f32,
     /// Seed of the draws against τ.
     pub seed: u64,
