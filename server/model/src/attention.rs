@@ -23,6 +23,8 @@
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
+use std::ops::Range;
+
 use crate::kernel::Kernel;
 use crate::ops::fused_dots;
 use crate::vector::{combine, exp};
@@ -32,9 +34,26 @@ use crate::vector::{combine, exp};
 pub struct KvRows<'a> {
     pub head_dim: usize,
     pub cache_keys: &'a [f16],
-    pub cache_values: &'a [f16],
+    /// The cache rows' values in [`value_planes`] planes: plane `p` holds elements
+    /// `p·w..(p+1)·w` of every row (`w = head_dim / planes`), row after row. None where only
+    /// the keys are read ([`score_cache`]).
+    pub cache_values: &'a [Vec<f16>],
     pub pending_keys: &'a [f32],
     pub pending_values: &'a [f32],
+}
+
+/// Planes the cache's values of `head_dim` elements are stored in: two halves where each is a
+/// whole number of 16-lane registers, else one. A one-token pass has three kv heads for two
+/// threads; with two planes its weighted sums are six units that each read half of a head's
+/// values, instead of three that leave one thread a second whole head while the other waits
+/// (and, waiting long enough, sleeps: waking it took 50 µs a layer, measured). Each output
+/// element is its own chain of sums, so the planes never change a result.
+pub fn value_planes(head_dim: usize) -> usize {
+    if head_dim.is_multiple_of(32) {
+        2
+    } else {
+        1
+    }
 }
 
 /// Attention for a block of query heads that share one kv head: writes query `r`'s output
@@ -53,69 +72,92 @@ pub fn attend_block(
     let work = Attention::checked(queries, pending, kv, scale);
     check_outputs(&work, outs, kv.head_dim);
     let mut rows = work.score_rows(scores);
-    run(kernel, &work, &mut rows, &Part::Whole, outs);
+    run(kernel, &work, &mut rows, Part::Whole, outs);
 }
 
-/// The first half of a block's attention when it is cut across threads: the scores of
-/// `queries` against the cache rows of `kv` (a range of a kv head's rows; its pending rows
-/// are not read), into `rows[r][..cached]`. Each score is the one [`attend_block`] computes
-/// for that query and row, whatever range the row is scored in.
+/// A block's attention cut across threads, first step: the scores of `queries` against the
+/// cache rows of `kv` (a range of a kv head's rows; its values and pending rows are not
+/// read), into `rows[r][..cached]`. Each score is the one [`attend_block`] computes for that
+/// query and row, whatever range the row is scored in.
 pub fn score_cache(kernel: Kernel, queries: &[&[f32]], kv: &KvRows, scale: f32, rows: &mut [&mut [f32]]) {
     let none = vec![&[][..]; queries.len()];
     let work = Attention::checked(queries, &none, kv, scale);
     assert!(rows.len() == queries.len(), "one score row per query");
     assert!(rows.iter().all(|row| row.len() >= work.cached()), "a score row per cache row");
-    run(kernel, &work, rows, &Part::CacheScores, &mut []);
+    run(kernel, &work, rows, Part::CacheScores, &mut []);
 }
 
-/// The second half: given every cache row's score in `rows[r]` (from [`score_cache`]), the
-/// pending rows' scores, the softmax (in place in `rows`) and query `r`'s output into
-/// `outs[r]`: bit for bit [`attend_block`]'s.
-pub fn attend_scored(
+/// Second step: given every cache row's score in `rows[r]` (from [`score_cache`]), the
+/// pending rows' scores, then the softmax weights in place of all of them. Returns each
+/// query's inverse sum of weights, for [`sum_values`].
+pub fn weigh_scores(
     kernel: Kernel,
     queries: &[&[f32]],
     pending: &[&[usize]],
     kv: &KvRows,
     scale: f32,
     rows: &mut [&mut [f32]],
-    outs: &mut [&mut [f32]],
-) {
+) -> Vec<f32> {
     let work = Attention::checked(queries, pending, kv, scale);
-    check_outputs(&work, outs, kv.head_dim);
     assert!(rows.len() == queries.len(), "one score row per query");
     assert!((0..rows.len()).all(|r| rows[r].len() >= work.row_len(r)), "a score row per attended row");
-    run(kernel, &work, rows, &Part::Rest, outs);
+    let mut inverses = Vec::with_capacity(queries.len());
+    run(kernel, &work, rows, Part::Weights(&mut inverses), &mut []);
+    inverses
+}
+
+/// A block's softmax weights as [`weigh_scores`] leaves them: per query, its row of weights
+/// (cache rows, then its pending rows) and the inverse of their sum.
+#[derive(Clone, Copy)]
+pub struct Weights<'a> {
+    pub rows: &'a [&'a [f32]],
+    pub inverses: &'a [f32],
+}
+
+/// Last step, one value plane at a time: given the [`Weights`] of [`weigh_scores`], query
+/// `r`'s output elements of value plane `plane` into `outs[r]`, bit for bit those
+/// [`attend_block`] writes there.
+pub fn sum_values(
+    kernel: Kernel,
+    queries: &[&[f32]],
+    pending: &[&[usize]],
+    kv: &KvRows,
+    plane: usize,
+    weights: Weights,
+    outs: &mut [&mut [f32]],
+) {
+    // The scale went into the weights.
+    let work = Attention::checked(queries, pending, kv, 1.0);
+    assert!(plane < work.planes(), "value plane out of range");
+    check_outputs(&work, outs, work.plane_width());
+    assert!(weights.rows.len() == queries.len() && weights.inverses.len() == queries.len(), "weights per query");
+    assert!((0..queries.len()).all(|r| weights.rows[r].len() >= work.row_len(r)), "a weight per attended row");
+    run(kernel, &work, &mut [], Part::Plane { plane, weights }, outs);
 }
 
 fn check_outputs(work: &Attention, outs: &[&mut [f32]], width: usize) {
+    assert!(work.planes() > 0, "outputs need the values");
     assert!(outs.len() == work.queries.len(), "one output per query");
     assert!(outs.iter().all(|o| o.len() == width), "outputs as wide as the values they take");
 }
 
 /// What a call computes of a block's attention.
-enum Part {
+enum Part<'p> {
     /// Scores, softmax and outputs.
     Whole,
     /// The cache rows' scores only.
     CacheScores,
-    /// Given the cache rows' scores: the pending rows' scores, softmax and outputs.
-    Rest,
-}
-
-impl Part {
-    fn scores_cache(&self) -> bool {
-        matches!(self, Part::Whole | Part::CacheScores)
-    }
-
-    fn writes_outputs(&self) -> bool {
-        matches!(self, Part::Whole | Part::Rest)
-    }
+    /// Given the cache rows' scores: the pending rows' scores and the softmax weights in
+    /// place; each query's inverse sum of weights into the vector.
+    Weights(&'p mut Vec<f32>),
+    /// Given the weights: the outputs of one value plane.
+    Plane { plane: usize, weights: Weights<'p> },
 }
 
 /// Runs `part` of `work` on `kernel`'s vector code where it applies, else the portable code.
 #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(unused_variables))]
-fn run(kernel: Kernel, work: &Attention, rows: &mut [&mut [f32]], part: &Part, outs: &mut [&mut [f32]]) {
-    if work.kv.head_dim.is_multiple_of(8) {
+fn run(kernel: Kernel, work: &Attention, rows: &mut [&mut [f32]], part: Part, outs: &mut [&mut [f32]]) {
+    if work.kv.head_dim.is_multiple_of(8 * work.planes().max(1)) {
         // SAFETY (every arm): the model runs only on kernels the CPU supports, and the
         // checks of the entry points keep every row the vector code reads in bounds.
         match kernel {
@@ -143,8 +185,11 @@ impl<'a> Attention<'a> {
     /// The inputs, with the shapes every entry point relies on checked.
     fn checked(queries: &'a [&'a [f32]], pending: &'a [&'a [usize]], kv: &'a KvRows<'a>, scale: f32) -> Attention<'a> {
         let d = kv.head_dim;
+        let planes = kv.cache_values.len();
+        assert!(planes == 0 || d.is_multiple_of(planes), "value planes must split head_dim evenly");
         assert!(
-            kv.cache_keys.len() == kv.cache_values.len() && kv.pending_keys.len() == kv.pending_values.len(),
+            kv.cache_values.iter().all(|plane| plane.len() * planes == kv.cache_keys.len())
+                && kv.pending_keys.len() == kv.pending_values.len(),
             "keys and values must have the same rows"
         );
         let pending_rows = kv.pending_keys.len() / d;
@@ -156,6 +201,24 @@ impl<'a> Attention<'a> {
 
     fn cached(&self) -> usize {
         self.kv.cache_keys.len() / self.kv.head_dim
+    }
+
+    fn planes(&self) -> usize {
+        self.kv.cache_values.len()
+    }
+
+    /// Value elements per plane.
+    fn plane_width(&self) -> usize {
+        self.kv.head_dim / self.planes()
+    }
+
+    /// The value planes whose elements the outputs of `part` hold, in order.
+    fn planes_of(&self, part: &Part) -> Range<usize> {
+        match part {
+            Part::Whole => 0..self.planes(),
+            Part::Plane { plane, .. } => *plane..*plane + 1,
+            Part::CacheScores | Part::Weights(_) => 0..0,
+        }
     }
 
     /// `scores` cut into one row per query, wide enough for the cache rows and the
@@ -194,9 +257,11 @@ mod portable {
     /// Output values accumulated at a time.
     const OUTPUT_SLICE: usize = 8;
 
-    /// The cache rows' values widened to f32, beside the pending rows'.
+    /// One plane of the cache rows' values widened to f32, beside the pending rows' (whole).
     struct Widened<'a> {
         head_dim: usize,
+        plane: usize,
+        plane_width: usize,
         cache_values: Vec<f32>,
         pending_values: &'a [f32],
     }
@@ -207,29 +272,53 @@ mod portable {
         wide
     }
 
-    pub(super) fn attend(work: &Attention, rows: &mut [&mut [f32]], part: &Part, outs: &mut [&mut [f32]]) {
-        let d = work.kv.head_dim;
-        if part.scores_cache() {
-            let keys = widen(work.kv.cache_keys);
-            for (q, row) in work.queries.iter().zip(rows.iter_mut()) {
-                score_cache(q, &keys, work, row);
+    pub(super) fn attend(work: &Attention, rows: &mut [&mut [f32]], part: Part, outs: &mut [&mut [f32]]) {
+        let planes = work.planes_of(&part);
+        let own_inverses: Vec<f32>;
+        let (weights, inverses): (Vec<&[f32]>, &[f32]) = match part {
+            Part::CacheScores => return score_all(work, rows),
+            Part::Weights(inverses) => return *inverses = weigh_all(work, rows),
+            Part::Plane { weights, .. } => (weights.rows.to_vec(), weights.inverses),
+            Part::Whole => {
+                score_all(work, rows);
+                own_inverses = weigh_all(work, rows);
+                (rows.iter().map(|row| &**row).collect(), &own_inverses)
+            }
+        };
+        let (d, w) = (work.kv.head_dim, work.plane_width());
+        for plane in planes.clone() {
+            let offset = (plane - planes.start) * w;
+            let kv = Widened {
+                head_dim: d,
+                plane,
+                plane_width: w,
+                cache_values: widen(&work.kv.cache_values[plane]),
+                pending_values: work.kv.pending_values,
+            };
+            for (((weights, own), inverse), out) in weights.iter().zip(work.pending).zip(inverses).zip(outs.iter_mut())
+            {
+                let out = &mut out[offset..offset + w];
+                if w.is_multiple_of(OUTPUT_SLICE) {
+                    weighted_sum::<OUTPUT_SLICE>(weights, &kv, own, *inverse, out);
+                } else {
+                    weighted_sum::<1>(weights, &kv, own, *inverse, out);
+                }
             }
         }
-        if !part.writes_outputs() {
-            return;
+    }
+
+    /// Every query's scores against the cache rows.
+    fn score_all(work: &Attention, rows: &mut [&mut [f32]]) {
+        let keys = widen(work.kv.cache_keys);
+        for (q, row) in work.queries.iter().zip(rows.iter_mut()) {
+            score_cache(q, &keys, work, row);
         }
-        let kv =
-            Widened { head_dim: d, cache_values: widen(work.kv.cache_values), pending_values: work.kv.pending_values };
+    }
+
+    /// The pending rows' scores, then every query's softmax weights in place; their inverse sums.
+    fn weigh_all(work: &Attention, rows: &mut [&mut [f32]]) -> Vec<f32> {
         work.score_pending(rows);
-        let inverses: Vec<f32> =
-            rows.iter_mut().enumerate().map(|(r, row)| 1.0 / weigh(&mut row[..work.row_len(r)])).collect();
-        for (((weights, own), inverse), out) in rows.iter().zip(work.pending).zip(inverses).zip(outs.iter_mut()) {
-            if d.is_multiple_of(OUTPUT_SLICE) {
-                weighted_sum::<OUTPUT_SLICE>(weights, &kv, own, inverse, out);
-            } else {
-                weighted_sum::<1>(weights, &kv, own, inverse, out);
-            }
-        }
+        rows.iter_mut().enumerate().map(|(r, row)| 1.0 / weigh(&mut row[..work.row_len(r)])).collect()
     }
 
     /// Query `q`'s scores against the cache rows `keys`, into `row`.
@@ -269,12 +358,12 @@ mod portable {
     }
 
     /// `out = inverse · Σ weights[j] · value_j` over the cache rows, then the `pending`
-    /// rows, in that order, `N` output values at a time.
+    /// rows, in that order, for the elements of `kv`'s plane, `N` output values at a time.
     fn weighted_sum<const N: usize>(weights: &[f32], kv: &Widened, pending: &[usize], inverse: f32, out: &mut [f32]) {
-        let d = kv.head_dim;
-        let cached = kv.cache_values.len() / d;
-        let pending_values = pending.iter().map(|&node| &kv.pending_values[node * d..(node + 1) * d]);
-        let values: Vec<&[f32]> = kv.cache_values.chunks_exact(d).chain(pending_values).collect();
+        let (d, w) = (kv.head_dim, kv.plane_width);
+        let cached = kv.cache_values.len() / w;
+        let pending_values = pending.iter().map(|&node| &kv.pending_values[node * d + kv.plane * w..][..w]);
+        let values: Vec<&[f32]> = kv.cache_values.chunks_exact(w).chain(pending_values).collect();
         for (slice, out) in out.chunks_exact_mut(N).enumerate() {
             let mut acc = [0f32; N];
             for (&p, value) in weights[..cached + pending.len()].iter().zip(&values) {
@@ -325,14 +414,9 @@ mod vector {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
-    pub(super) unsafe fn attend_avx512(
-        work: &Attention,
-        rows: &mut [&mut [f32]],
-        part: &Part,
-        outs: &mut [&mut [f32]],
-    ) {
+    pub(super) unsafe fn attend_avx512(work: &Attention, rows: &mut [&mut [f32]], part: Part, outs: &mut [&mut [f32]]) {
         crate::frame::align_frame!();
-        if work.kv.head_dim.is_multiple_of(16) {
+        if work.kv.head_dim.is_multiple_of(16 * work.planes().max(1)) {
             attend::<lanes::Avx2, Sixteen, KeyPairs, WIDE>(work, rows, part, outs)
         } else {
             attend::<lanes::Avx2, lanes::Avx2, KeyPairs, WIDE>(work, rows, part, outs)
@@ -341,14 +425,14 @@ mod vector {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn attend_avx2(work: &Attention, rows: &mut [&mut [f32]], part: &Part, outs: &mut [&mut [f32]]) {
+    pub(super) unsafe fn attend_avx2(work: &Attention, rows: &mut [&mut [f32]], part: Part, outs: &mut [&mut [f32]]) {
         crate::frame::align_frame!();
         attend::<lanes::Avx2, lanes::Avx2, OnLanes<lanes::Avx2>, NARROW>(work, rows, part, outs)
     }
 
     #[cfg(target_arch = "aarch64")]
     #[target_feature(enable = "neon")]
-    pub(super) unsafe fn attend_neon(work: &Attention, rows: &mut [&mut [f32]], part: &Part, outs: &mut [&mut [f32]]) {
+    pub(super) unsafe fn attend_neon(work: &Attention, rows: &mut [&mut [f32]], part: Part, outs: &mut [&mut [f32]]) {
         attend::<lanes::Neon, lanes::Neon, OnLanes<lanes::Neon>, NARROW>(work, rows, part, outs)
     }
 
@@ -469,7 +553,7 @@ mod vector {
         }
     }
 
-    /// Needs `head_dim` to be a multiple of `T::WIDTH` and the rows checked by
+    /// Needs a value plane's width to be a multiple of `T::WIDTH` and the rows checked by
     /// [`attend_block`]. Everything below is `inline(always)` without features of its own,
     /// so that it is compiled inside the entry points above with their registers (the
     /// intrinsics are inlined there).
@@ -477,39 +561,61 @@ mod vector {
     unsafe fn attend<L: Lanes, T: Tile, S: CacheScores<L>, const REGISTERS: usize>(
         work: &Attention,
         rows: &mut [&mut [f32]],
-        part: &Part,
+        part: Part,
         outs: &mut [&mut [f32]],
     ) {
-        let n = work.queries.len();
-        if part.scores_cache() {
-            for group in ending_in_a_pair(n, QUERY_GROUP) {
-                S::score(&work.queries[group.clone()], work, &mut rows[group.clone()]);
+        let planes = work.planes_of(&part);
+        let own_inverses: Vec<f32>;
+        let (weights, inverses): (Vec<&[f32]>, &[f32]) = match part {
+            Part::CacheScores => {
+                score_all::<L, S>(work, rows);
+                return;
+            }
+            Part::Weights(inverses) => {
+                *inverses = weigh_all::<L>(work, rows);
+                return;
+            }
+            Part::Plane { weights, .. } => (weights.rows.to_vec(), weights.inverses),
+            Part::Whole => {
+                score_all::<L, S>(work, rows);
+                own_inverses = weigh_all::<L>(work, rows);
+                (rows.iter().map(|row| &**row).collect(), &own_inverses)
+            }
+        };
+        // The outputs' elements, all their planes', taken a slice of registers at a time.
+        let registers = planes.len() * work.plane_width() / T::WIDTH;
+        for group in ending_in_a_pair(work.queries.len(), sum_group(REGISTERS)) {
+            let sums =
+                Sums { weights: &weights[group.clone()], first: group.start, inverses, work, planes: planes.clone() };
+            let outs = &mut outs[group.clone()];
+            // Sums `Q × V`, plus `V` value registers and a weight in registers.
+            if registers.is_multiple_of(4) {
+                sums.write_group::<T, 4>(outs);
+            } else if registers.is_multiple_of(2) {
+                sums.write_group::<T, 2>(outs);
+            } else {
+                sums.write_group::<T, 1>(outs);
             }
         }
-        if !part.writes_outputs() {
-            return;
+    }
+
+    /// Every query's scores against the cache rows, [`QUERY_GROUP`] queries at a time.
+    #[inline(always)]
+    unsafe fn score_all<L: Lanes, S: CacheScores<L>>(work: &Attention, rows: &mut [&mut [f32]]) {
+        for group in ending_in_a_pair(work.queries.len(), QUERY_GROUP) {
+            S::score(&work.queries[group.clone()], work, &mut rows[group.clone()]);
         }
+    }
+
+    /// The pending rows' scores, then every query's softmax weights in place; their inverse sums.
+    #[inline(always)]
+    unsafe fn weigh_all<L: Lanes>(work: &Attention, rows: &mut [&mut [f32]]) -> Vec<f32> {
         work.score_pending(rows);
-        let mut inverses = Vec::with_capacity(n);
+        let mut inverses = Vec::with_capacity(rows.len());
         for (r, row) in rows.iter_mut().enumerate() {
             inverses.push(1.0 / weigh::<L>(&mut row[..work.row_len(r)]));
         }
-        let registers = work.kv.head_dim / T::WIDTH;
-        for group in ending_in_a_pair(n, sum_group(REGISTERS)) {
-            let sums = Sums { weights: &rows[group.clone()], first: group.start, inverses: &inverses, work };
-            let outs = &mut outs[group.clone()];
-            // Sums `Q × V`, plus `V` value registers and a weight in registers.
-            match (group.len(), registers.is_multiple_of(4)) {
-                (4, true) => sums.write::<T, 4, 4>(outs),
-                (3, true) => sums.write::<T, 3, 4>(outs),
-                (2, true) => sums.write::<T, 2, 4>(outs),
-                (_, true) => sums.write::<T, 1, 4>(outs),
-                (4, false) => sums.write::<T, 4, 1>(outs),
-                (3, false) => sums.write::<T, 3, 1>(outs),
-                (2, false) => sums.write::<T, 2, 1>(outs),
-                (_, false) => sums.write::<T, 1, 1>(outs),
-            }
-        }
+        inverses
     }
 
     /// Folded sums per chunk: [`FOLDED`] values per row, and room for four rows' worth
@@ -752,34 +858,55 @@ mod vector {
         sum
     }
 
-    /// Softmax weights of a group of queries.
+    /// Softmax weights of a group of queries, and the value planes they are summed over.
     struct Sums<'a> {
-        weights: &'a [&'a mut [f32]],
+        weights: &'a [&'a [f32]],
         /// Index of the group's first query.
         first: usize,
         inverses: &'a [f32],
         work: &'a Attention<'a>,
+        /// The planes whose elements the outputs hold, in order.
+        planes: Range<usize>,
     }
 
     impl Sums<'_> {
+        /// [`Sums::write`] for the group's size.
+        #[inline(always)]
+        unsafe fn write_group<T: Tile, const V: usize>(&self, outs: &mut [&mut [f32]]) {
+            match self.weights.len() {
+                4 => self.write::<T, 4, V>(outs),
+                3 => self.write::<T, 3, V>(outs),
+                2 => self.write::<T, 2, V>(outs),
+                _ => self.write::<T, 1, V>(outs),
+            }
+        }
+
         /// `out_r = inverse_r · Σ weights_r[j] · value_j` over the cache rows, then query
-        /// `r`'s pending rows, `T::WIDTH · V` output values at a time, `Q` queries per loaded row.
+        /// `r`'s pending rows, for the elements of the planes, `T::WIDTH · V` at a time (a
+        /// slice's registers may come from two planes: each lies within one), `Q` queries per
+        /// loaded row.
         #[inline(always)]
         unsafe fn write<T: Tile, const Q: usize, const V: usize>(&self, outs: &mut [&mut [f32]]) {
             let kv = self.work.kv;
-            let (d, cached) = (kv.head_dim, self.work.cached());
+            let (d, w, cached) = (kv.head_dim, self.work.plane_width(), self.work.cached());
+            let pending_values = kv.pending_values.as_ptr().add(self.planes.start * w);
             let width = T::WIDTH;
             let mut weights = [std::ptr::null(); Q];
             for (to, row) in weights.iter_mut().zip(self.weights) {
                 *to = row.as_ptr();
             }
-            for slice in (0..d).step_by(width * V) {
+            for slice in (0..self.planes.len() * w).step_by(width * V) {
+                // Where each register's elements start in the first cache row.
+                let mut columns = [std::ptr::null(); V];
+                for (v, column) in columns.iter_mut().enumerate() {
+                    let element = slice + width * v;
+                    *column = kv.cache_values[self.planes.start + element / w].as_ptr().add(element % w);
+                }
                 let mut acc = [[T::zero(); V]; Q];
                 for j in 0..cached {
-                    let row = kv.cache_values.as_ptr().add(j * d + slice);
                     let mut value = [T::zero(); V];
-                    for (v, value) in value.iter_mut().enumerate() {
-                        *value = T::load_half(row.add(width * v));
+                    for (value, column) in value.iter_mut().zip(columns) {
+                        *value = T::load_half(column.add(j * w));
                     }
                     for (acc, weights) in acc.iter_mut().zip(weights) {
                         let p = T::splat(*weights.add(j));
@@ -791,7 +918,7 @@ mod vector {
                 for (r, (acc, out)) in acc.iter_mut().zip(outs.iter_mut()).enumerate() {
                     let own = self.work.pending[self.first + r];
                     for (&p, &node) in self.weights[r][cached..].iter().zip(own) {
-                        let row = kv.pending_values.as_ptr().add(node * d + slice);
+                        let row = pending_values.add(node * d + slice);
                         let p = T::splat(p);
                         for (v, acc) in acc.iter_mut().enumerate() {
                             *acc = T::mul_add(p, T::load(row.add(width * v)), *acc);
@@ -811,25 +938,40 @@ mod vector {
 mod tests {
     use super::*;
 
-    /// Cache keys and values as half floats, pending keys and values rounded to half floats
-    /// and widened, as [`crate::kv::KvCache`] keeps them.
+    /// Cache keys and values as half floats (the values in their planes), pending keys and
+    /// values rounded to half floats and widened, as [`crate::kv::KvCache`] keeps them.
     struct Stored {
         head_dim: usize,
-        cache: [Vec<f16>; 2],
+        keys: Vec<f16>,
+        value_planes: Vec<Vec<f16>>,
         pending: [Vec<f32>; 2],
     }
 
     impl Stored {
         fn rows(&self) -> KvRows<'_> {
-            let ([keys, values], [pending_keys, pending_values]) = (&self.cache, &self.pending);
-            KvRows { head_dim: self.head_dim, cache_keys: keys, cache_values: values, pending_keys, pending_values }
+            let [pending_keys, pending_values] = &self.pending;
+            KvRows {
+                head_dim: self.head_dim,
+                cache_keys: &self.keys,
+                cache_values: &self.value_planes,
+                pending_keys,
+                pending_values,
+            }
         }
     }
 
     fn stored(keys: &[f32], values: &[f32], pk: &[f32], pv: &[f32], d: usize) -> Stored {
         let half = |rows: &[f32]| -> Vec<f16> { rows.iter().copied().map(f16::from_f32).collect() };
         let rounded = |rows: &[f32]| -> Vec<f32> { half(rows).into_iter().map(f16::to_f32).collect() };
-        Stored { head_dim: d, cache: [half(keys), half(values)], pending: [rounded(pk), rounded(pv)] }
+        let w = d / value_planes(d);
+        let plane =
+            |p: usize| -> Vec<f16> { values.chunks_exact(d).flat_map(|row| half(&row[p * w..(p + 1) * w])).collect() };
+        Stored {
+            head_dim: d,
+            keys: half(keys),
+            value_planes: (0..value_planes(d)).map(plane).collect(),
+            pending: [rounded(pk), rounded(pv)],
+        }
     }
 
     #[test]
@@ -885,7 +1027,7 @@ mod tests {
     }
 
     #[test]
-    fn attention_scored_in_ranges_of_cache_rows_is_bit_for_bit_the_block_s() {
+    fn attention_in_steps_is_bit_for_bit_the_block_s() {
         let value = |i: usize, seed: usize| (((i * 2654435761 + seed) % 1013) as f32 / 250.0 - 2.0).cos();
         for (d, cached, cuts) in [(64, 101, vec![0, 48, 101]), (64, 37, vec![0, 0, 16, 37]), (24, 19, vec![0, 8, 19])] {
             let keys: Vec<f32> = (0..cached * d).map(|i| value(i, 1)).collect();
@@ -906,18 +1048,26 @@ mod tests {
                 for range in cuts.windows(2).map(|w| w[0]..w[1]) {
                     let part = KvRows {
                         head_dim: d,
-                        cache_keys: &stored.cache[0][range.start * d..range.end * d],
-                        cache_values: &stored.cache[1][range.start * d..range.end * d],
+                        cache_keys: &stored.keys[range.start * d..range.end * d],
+                        cache_values: &[],
                         pending_keys: &[],
                         pending_values: &[],
                     };
                     let mut pieces: Vec<&mut [f32]> = scores.iter_mut().map(|row| &mut row[range.clone()]).collect();
                     score_cache(kernel, &queries, &part, 0.2, &mut pieces);
                 }
-                let mut split = vec![vec![0.0; d]; 3];
-                let mut outs: Vec<&mut [f32]> = split.iter_mut().map(|o| &mut o[..]).collect();
                 let mut score_rows: Vec<&mut [f32]> = scores.iter_mut().map(|row| &mut row[..]).collect();
-                attend_scored(kernel, &queries, &pending, &rows, 0.2, &mut score_rows, &mut outs);
+                let inverses = weigh_scores(kernel, &queries, &pending, &rows, 0.2, &mut score_rows);
+                let weights: Vec<&[f32]> = scores.iter().map(|row| &row[..]).collect();
+                let planes = value_planes(d);
+                let mut split = vec![vec![0.0; d]; 3];
+                for plane in (0..planes).rev() {
+                    let w = d / planes;
+                    let mut outs: Vec<&mut [f32]> =
+                        split.iter_mut().map(|o| &mut o[plane * w..(plane + 1) * w]).collect();
+                    let weights = Weights { rows: &weights, inverses: &inverses };
+                    sum_values(kernel, &queries, &pending, &rows, plane, weights, &mut outs);
+                }
                 assert_eq!(whole, split, "{kernel} kernel: d {d}, {cached} cache rows cut at {cuts:?}");
             }
         }
@@ -952,7 +1102,7 @@ mod tests {
             let mut plain = vec![vec![0.0; d]; n];
             let mut outs: Vec<&mut [f32]> = plain.iter_mut().map(|o| &mut o[..]).collect();
             let mut scratch = Vec::new();
-            portable::attend(&work, &mut work.score_rows(&mut scratch), &Part::Whole, &mut outs);
+            portable::attend(&work, &mut work.score_rows(&mut scratch), Part::Whole, &mut outs);
             for kernel in Kernel::supported() {
                 let mut fast = vec![vec![0.0; d]; n];
                 let mut outs: Vec<&mut [f32]> = fast.iter_mut().map(|o| &mut o[..]).collect();

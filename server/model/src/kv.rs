@@ -5,21 +5,25 @@
 //! 94 MB at 2,048 tokens with the default model, as much as its weights); halves take half.
 //! A row is rounded once, when its pass stores it, and every pass after it (and the rest of
 //! its own pass) reads the same rounded values, so tree passes stay bit-identical to
-//! one-token passes.
+//! one-token passes. A kv head's values are kept in [`value_planes`] planes of their own
+//! (column ranges of the rows), so that threads can share one head's weighted sums.
 
 use anyhow::{bail, Context, Result};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use crate::attention::KvRows;
+use crate::attention::{value_planes, KvRows};
 use crate::tree::TreeLayout;
 
-/// Per layer and kv head, keys and values stored row after row (`head_dim` each).
+/// Per layer and kv head, keys stored row after row (`head_dim` each), and values the same
+/// way in each of their planes (`head_dim / planes` each).
 pub struct KvCache {
     kv_heads: usize,
     head_dim: usize,
+    planes: usize,
     len: usize,
     keys: Vec<Vec<f16>>,
+    /// `planes` per layer and kv head.
     values: Vec<Vec<f16>>,
     /// The last tree pass's rows, already rounded to half floats but kept widened: every
     /// query of a prefill chunk reads most of them, the cache rows only once per block.
@@ -31,12 +35,14 @@ pub struct KvCache {
 impl KvCache {
     pub fn new(layers: usize, kv_heads: usize, head_dim: usize) -> Self {
         let slots = layers * kv_heads;
+        let planes = value_planes(head_dim);
         Self {
             kv_heads,
             head_dim,
+            planes,
             len: 0,
             keys: vec![Vec::new(); slots],
-            values: vec![Vec::new(); slots],
+            values: vec![Vec::new(); slots * planes],
             pending_keys: vec![Vec::new(); slots],
             pending_values: vec![Vec::new(); slots],
             pending_tree: None,
@@ -52,8 +58,11 @@ impl KvCache {
         self.discard_pending();
         if len < self.len {
             self.len = len;
-            for rows in self.keys.iter_mut().chain(self.values.iter_mut()) {
+            for rows in &mut self.keys {
                 rows.truncate(len * self.head_dim);
+            }
+            for rows in &mut self.values {
+                rows.truncate(len * self.head_dim / self.planes);
             }
         }
     }
@@ -96,7 +105,7 @@ impl KvCache {
         KvRows {
             head_dim: self.head_dim,
             cache_keys: &self.keys[slot],
-            cache_values: &self.values[slot],
+            cache_values: &self.values[slot * self.planes..(slot + 1) * self.planes],
             pending_keys: &self.pending_keys[slot],
             pending_values: &self.pending_values[slot],
         }
@@ -111,20 +120,28 @@ impl KvCache {
             self.discard_pending();
             bail!("keep_path: {e}");
         }
-        let d = self.head_dim;
-        for (dst, src) in
-            self.keys.iter_mut().zip(&self.pending_keys).chain(self.values.iter_mut().zip(&self.pending_values))
-        {
-            for &node in path {
-                // Exact: pending rows hold half-float values.
-                let start = dst.len();
-                dst.resize(start + d, f16::ZERO);
-                dst[start..].convert_from_f32_slice(&src[node * d..(node + 1) * d]);
-            }
+        let (d, planes) = (self.head_dim, self.planes);
+        let w = d / planes;
+        for (dst, src) in self.keys.iter_mut().zip(&self.pending_keys) {
+            append_rows(dst, src, d, path, 0..d);
+        }
+        for (i, dst) in self.values.iter_mut().enumerate() {
+            let plane = i % planes;
+            append_rows(dst, &self.pending_values[i / planes], d, path, plane * w..(plane + 1) * w);
         }
         self.len += path.len();
         self.discard_pending();
         Ok(())
+    }
+}
+
+/// Appends the elements `columns` of the rows `path` of `src` (rows of `width` values
+/// already rounded to half floats, so exactly) to `dst`.
+fn append_rows(dst: &mut Vec<f16>, src: &[f32], width: usize, path: &[usize], columns: std::ops::Range<usize>) {
+    for &node in path {
+        let start = dst.len();
+        dst.resize(start + columns.len(), f16::ZERO);
+        dst[start..].convert_from_f32_slice(&src[node * width..][columns.clone()]);
     }
 }
 
@@ -147,7 +164,35 @@ mod tests {
         let rows = kv.rows(0, 0);
         let widened = |x: &[f16]| -> Vec<f32> { x.iter().map(|v| v.to_f32()).collect() };
         assert_eq!(widened(rows.cache_keys), rounded(&keys[..2]));
-        assert_eq!(widened(rows.cache_values), rounded(&values[..2]));
+        assert_eq!(rows.cache_values.len(), 1);
+        assert_eq!(widened(&rows.cache_values[0]), rounded(&values[..2]));
         assert!(rows.pending_keys.is_empty() && kv.len() == 1);
+    }
+
+    #[test]
+    fn values_are_kept_in_planes_of_their_columns() {
+        // One layer, two kv heads of 64 (two planes of 32); three nodes, of which 2 and 0 are kept.
+        let (kv_heads, d) = (2, 64);
+        let mut kv = KvCache::new(1, kv_heads, d);
+        let value = |node: usize, column: usize| (node * 200 + column) as f32; // exact in half floats
+        let rows: Vec<f32> = (0..3).flat_map(|node| (0..kv_heads * d).map(move |c| value(node, c))).collect();
+        kv.set_pending(0, &rows, &rows);
+        kv.finish_pending(TreeLayout::new(&[None, Some(0), None]).unwrap());
+        kv.keep(&[2]).unwrap();
+        kv.set_pending(0, &rows, &rows);
+        kv.finish_pending(TreeLayout::chain(3));
+        kv.keep(&[0]).unwrap();
+        for g in 0..kv_heads {
+            let rows = kv.rows(0, g);
+            assert_eq!(rows.cache_values.len(), 2);
+            for (p, plane) in rows.cache_values.iter().enumerate() {
+                let expected: Vec<f32> =
+                    [2, 0].iter().flat_map(|&node| (0..32).map(move |c| value(node, g * d + p * 32 + c))).collect();
+                let widened: Vec<f32> = plane.iter().map(|v| v.to_f32()).collect();
+                assert_eq!(widened, expected, "kv head {g}, plane {p}");
+            }
+        }
+        kv.truncate(1);
+        assert!(kv.rows(0, 1).cache_values.iter().all(|plane| plane.len() == 32));
     }
 }
