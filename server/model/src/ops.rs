@@ -73,12 +73,19 @@ pub fn add_assign(x: &mut [f32], y: &[f32]) {
 /// lanes where it has them; every path gives the same bits.
 pub fn swiglu(kernel: Kernel, gate_up: &[f32], f: usize) -> Vec<f32> {
     let mut out = vec![0f32; gate_up.len() / 2];
-    for (row, out) in gate_up.chunks_exact(2 * f).zip(out.chunks_exact_mut(f)) {
-        let (gate, up) = row.split_at(f);
-        let done = swiglu_lanes(kernel, gate, up, out);
-        for ((o, &g), &u) in out[done..].iter_mut().zip(&gate[done..]).zip(&up[done..]) {
-            *o = silu(g) * u;
+    let rows_of = |first: usize, out: &mut [f32]| {
+        for (row, out) in gate_up[2 * f * first..].chunks_exact(2 * f).zip(out.chunks_exact_mut(f)) {
+            let (gate, up) = row.split_at(f);
+            let done = swiglu_lanes(kernel, gate, up, out);
+            for ((o, &g), &u) in out[done..].iter_mut().zip(&gate[done..]).zip(&up[done..]) {
+                *o = silu(g) * u;
+            }
         }
+    };
+    if crate::threads::worth_splitting(out.len() / f.max(1)) {
+        crate::threads::for_each_rows(&mut out, f, rows_of);
+    } else {
+        rows_of(0, &mut out);
     }
     out
 }
@@ -216,22 +223,25 @@ mod tests {
     #[test]
     fn swiglu_gives_the_same_bits_on_every_kernel() {
         let f = 45; // not a multiple of eight: the scalar tail runs too
-        let gate_up: Vec<f32> = (0..3 * 2 * f).map(|i| ((i * 7919 % 613) as f32 - 306.0) / 9.0).collect();
-        let plain = swiglu(Kernel::Portable, &gate_up, f);
-        let expected: Vec<f32> = gate_up
-            .chunks_exact(2 * f)
-            .flat_map(|row| row[..f].iter().zip(&row[f..]).map(|(&g, &u)| g / (1.0 + (-g).exp()) * u))
-            .collect();
-        for (ours, library) in plain.iter().zip(&expected) {
-            assert!((ours - library).abs() <= 4.0 * f32::EPSILON * library.abs().max(1e-30), "{ours} vs {library}");
-        }
-        for kernel in Kernel::supported() {
-            let fast = swiglu(kernel, &gate_up, f);
-            assert_eq!(
-                fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                plain.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                "{kernel}"
-            );
+                    // 131 rows: a prefill chunk's size, computed in ranges on several threads.
+        for rows in [3, 131] {
+            let gate_up: Vec<f32> = (0..rows * 2 * f).map(|i| ((i * 7919 % 613) as f32 - 306.0) / 9.0).collect();
+            let plain = swiglu(Kernel::Portable, &gate_up, f);
+            let expected: Vec<f32> = gate_up
+                .chunks_exact(2 * f)
+                .flat_map(|row| row[..f].iter().zip(&row[f..]).map(|(&g, &u)| g / (1.0 + (-g).exp()) * u))
+                .collect();
+            for (ours, library) in plain.iter().zip(&expected) {
+                assert!((ours - library).abs() <= 4.0 * f32::EPSILON * library.abs().max(1e-30), "{ours} vs {library}");
+            }
+            for kernel in Kernel::supported() {
+                let fast = swiglu(kernel, &gate_up, f);
+                assert_eq!(
+                    fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    plain.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{kernel}, {rows} rows"
+                );
+            }
         }
     }
 

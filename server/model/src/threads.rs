@@ -51,6 +51,33 @@ pub fn run<R: Send>(op: impl FnOnce() -> R + Send) -> R {
 /// thread so that a slow thread's share can be taken over by the others.
 pub fn for_each_range(n_items: usize, f: impl Fn(Range<usize>) + Sync + Send) {
     use rayon::prelude::*;
-    let chunk = n_items.div_ceil(effective() * 4).max(1);
+    let chunk = range_len(n_items);
     run(|| (0..n_items.div_ceil(chunk)).into_par_iter().for_each(|c| f(c * chunk..((c + 1) * chunk).min(n_items))));
+}
+
+/// [`for_each_range`] over the rows of `out` (`row_len` items each): `f` gets the first
+/// row of its range and the range's rows.
+pub fn for_each_rows<T: Send>(out: &mut [T], row_len: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
+    use rayon::prelude::*;
+    let rows = range_len(out.len() / row_len.max(1));
+    run(|| out.par_chunks_mut(rows * row_len.max(1)).enumerate().for_each(|(c, part)| f(c * rows, part)));
+}
+
+/// [`for_each_range`] that returns `f`'s results, in the order of the ranges.
+pub fn map_ranges<R: Send>(n_items: usize, f: impl Fn(Range<usize>) -> R + Sync + Send) -> Vec<R> {
+    use rayon::prelude::*;
+    let chunk = range_len(n_items);
+    run(|| (0..n_items.div_ceil(chunk)).into_par_iter().map(|c| f(c * chunk..((c + 1) * chunk).min(n_items))).collect())
+}
+
+/// Whether per-row work on `rows` rows (quantizing inputs, SwiGLU) pays to split over the
+/// threads: a prefill chunk's rows do, a tree pass's few do not (waking a sleeping worker
+/// costs about 50 µs on a VM, measured, more than their work).
+pub fn worth_splitting(rows: usize) -> bool {
+    rows >= 64 && effective() > 1
+}
+
+/// Items per range of the parallel loops above.
+fn range_len(n_items: usize) -> usize {
+    n_items.div_ceil(effective() * 4).max(1)
 }

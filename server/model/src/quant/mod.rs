@@ -475,18 +475,51 @@ impl QuantMatrix {
 impl QuantizedRows {
     fn new(x: &[f32], m: usize, cols: usize, width: usize, kernel: Kernel, form: InputForm) -> QuantizedRows {
         assert_eq!(x.len(), m * cols, "input must be m × cols");
+        if !crate::threads::worth_splitting(m) {
+            return Self::on_this_thread(x, m, cols, width, kernel, form);
+        }
+        let parts = crate::threads::map_ranges(m, |rows| {
+            Self::on_this_thread(&x[rows.start * cols..rows.end * cols], rows.len(), cols, width, kernel, form)
+        });
+        let mut all = Self::empty(m, width, form);
+        for part in parts {
+            all.rows += part.rows;
+            all.quants.extend_from_slice(&part.quants);
+            all.scales.extend_from_slice(&part.scales);
+            all.bias_corrections.extend_from_slice(&part.bias_corrections);
+            all.min_terms.extend_from_slice(&part.min_terms);
+        }
+        all
+    }
+
+    /// [`Self::new`] on the calling thread.
+    fn on_this_thread(
+        x: &[f32],
+        m: usize,
+        cols: usize,
+        width: usize,
+        kernel: Kernel,
+        form: InputForm,
+    ) -> QuantizedRows {
+        let mut rows = Self::empty(m, width, form);
+        rows.rows = m;
+        rows.quants.resize(m * width, 0);
+        rows.fill(x, cols, kernel);
+        rows
+    }
+
+    /// No rows yet, with room for `m`.
+    fn empty(m: usize, width: usize, form: InputForm) -> QuantizedRows {
         let lanes = m * spans(width, form.span_vectors()).count() * LANES;
-        let mut rows = QuantizedRows {
-            rows: m,
+        QuantizedRows {
+            rows: 0,
             width,
-            quants: vec![0; m * width],
+            quants: Vec::with_capacity(m * width),
             scales: Vec::with_capacity(m * width / BLOCK),
             bias_corrections: Vec::with_capacity(if form.min_terms() { 0 } else { lanes }),
             form,
             min_terms: Vec::with_capacity(if form.min_terms() { lanes } else { 0 }),
-        };
-        rows.fill(x, cols, kernel);
-        rows
+        }
     }
 
     /// The spans of a row, cut as the weights' rows are.
@@ -773,7 +806,8 @@ mod tests {
 
     #[test]
     fn each_output_row_is_independent_of_the_batch() {
-        for m in [5, 7, 9] {
+        // 131 rows: a prefill chunk's size, quantized in ranges on several threads.
+        for m in [5, 7, 9, 131] {
             each_output_row_is_independent_of_a_batch_of(m);
         }
     }
