@@ -222,12 +222,15 @@ impl<'a> Attention<'a> {
     }
 
     /// `scores` cut into one row per query, wide enough for the cache rows and the
-    /// longest pending list.
+    /// longest pending list. What an earlier block left there is not cleared: every score is
+    /// written before it is read.
     fn score_rows<'s>(&self, scores: &'s mut Vec<f32>) -> Vec<&'s mut [f32]> {
-        let width = self.cached() + self.pending.iter().map(|p| p.len()).max().unwrap_or(0);
-        scores.clear();
-        scores.resize(self.queries.len() * width.max(1), 0.0);
-        scores.chunks_exact_mut(width.max(1)).collect()
+        let width = (self.cached() + self.pending.iter().map(|p| p.len()).max().unwrap_or(0)).max(1);
+        let needed = self.queries.len() * width;
+        if scores.len() < needed {
+            scores.resize(needed, 0.0);
+        }
+        scores[..needed].chunks_exact_mut(width).collect()
     }
 
     /// The scores query `r` has in its row: the cache rows', then its pending rows'.

@@ -167,8 +167,8 @@ impl Rotation {
     }
 }
 
-/// `out[j * m + r] = dot(w_j, x_r)` for the weight rows `w` (each `k` wide) and the `m`
-/// input rows `x`: one fixed-order dot product per output, whatever `m` is.
+/// `out[r * n + j] = dot(w_j, x_r)` for the `n` weight rows `w` (each `k` wide) and the
+/// input rows `x`: one fixed-order dot product per output, whatever the number of rows.
 pub fn dot_rows(w: &[f32], x: &[f32], k: usize, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
@@ -188,8 +188,8 @@ unsafe fn dot_rows_avx2(w: &[f32], x: &[f32], k: usize, out: &mut [f32]) {
 #[inline(always)]
 fn dot_rows_portable(w: &[f32], x: &[f32], k: usize, out: &mut [f32]) {
     let mut o = out.iter_mut();
-    for wr in w.chunks_exact(k) {
-        for xr in x.chunks_exact(k) {
+    for xr in x.chunks_exact(k) {
+        for wr in w.chunks_exact(k) {
             if let Some(dst) = o.next() {
                 *dst = dot(wr, xr);
             }

@@ -264,11 +264,13 @@ fn dense_part(parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
     Ok(Part { matmul: Matmul::Dense(w), k_in: k, n })
 }
 
-/// Runs `tile(rows, dst)` for tiles of weight rows in parallel, `dst` being
-/// the tile's products column-major (`dst[(j - rows.start) * m + r]` for input row `r`),
-/// and returns the `[m, n]` result row-major.
+/// Weight rows per tile of [`over_weight_row_tiles`].
+const TILE: usize = 16;
+
+/// Runs `tile(rows, dst)` for tiles of weight rows in parallel, `dst` being the tile's
+/// products row-major (`dst[r * rows.len() + (j - rows.start)]` for input row `r`), and
+/// returns the `[m, n]` result row-major.
 fn over_weight_row_tiles(n: usize, m: usize, tile: impl Fn(Range<usize>, &mut [f32]) + Sync) -> Vec<f32> {
-    const TILE: usize = 16;
     // Not zeroed first: the tiles write every element (a prefill chunk's outputs are up to
     // 1.5 MB a matrix, and zeroing them took 1–2% of a long prefill on one thread).
     let mut out = Vec::with_capacity(m * n);
@@ -299,15 +301,19 @@ struct DisjointColumns {
 unsafe impl Sync for DisjointColumns {}
 
 impl DisjointColumns {
-    /// Stores the column-major block `block` into `columns` of every row.
+    /// Stores the row-major block `block` (`m` rows of `columns.len()`) into `columns` of
+    /// every row.
     fn write(&self, columns: Range<usize>, block: &[f32]) {
         assert!(columns.end <= self.n && block.len() == columns.len() * self.m);
-        // Row by row, so that the writes to `out` are contiguous.
-        for r in 0..self.m {
-            for (c, column) in columns.clone().zip(block.chunks_exact(self.m)) {
-                // SAFETY: `r < m` and `c < n` keep the index inside the `m * n` buffer, and
-                // no other thread writes column `c` (tiles are disjoint).
-                unsafe { self.out.add(r * self.n + c).write(column[r]) };
+        for (r, values) in block.chunks_exact(columns.len()).enumerate() {
+            let to = self.out.wrapping_add(r * self.n + columns.start);
+            // SAFETY (both): row `r < m`, columns `columns` (within `0..n`) of the `m * n`
+            // buffer, which no other thread writes (tiles are disjoint).
+            match <&[f32; TILE]>::try_from(values) {
+                // A whole tile's row as one value: a few vector moves, where a call to
+                // `memcpy` per row of 16 values cost more than the copy (measured).
+                Ok(&row) => unsafe { to.cast::<[f32; TILE]>().write_unaligned(row) },
+                Err(_) => unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), to, values.len()) },
             }
         }
     }

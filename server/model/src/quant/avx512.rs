@@ -105,7 +105,7 @@ unsafe fn block<const R: usize, const G: usize>(w: &ByteRows, x: &QuantizedRows,
         for (i, lanes) in row_acc.iter().enumerate() {
             let mut values = [0f32; LANES];
             _mm512_storeu_ps(values.as_mut_ptr(), *lanes);
-            out[(at.column + j) * m + at.r0 + i] = super::avx2::sum_lanes_avx2(&values);
+            out[at.index(j, i, out.len() / m)] = super::avx2::sum_lanes_avx2(&values);
         }
     }
 }

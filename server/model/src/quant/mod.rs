@@ -449,8 +449,9 @@ impl QuantMatrix {
         QuantizedRows::new(x, m, self.cols, self.width, self.kernel, self.input_form())
     }
 
-    /// Products of the weight rows `rows` with every input row, column-major:
-    /// `out[(j - rows.start) * m + r] = W[j] · x[r]`. Disjoint row ranges can run in parallel.
+    /// Products of the weight rows `rows` with every input row, row-major:
+    /// `out[r * rows.len() + (j - rows.start)] = W[j] · x[r]`. Disjoint row ranges can run in
+    /// parallel.
     pub fn multiply(&self, input: &QuantizedRows, out: &mut [f32], rows: Range<usize>) {
         assert!(input.width == self.width && input.form == self.input_form(), "input quantized for another matrix");
         assert!(rows.end <= self.rows && out.len() == rows.len() * input.rows, "output range out of bounds");
@@ -561,7 +562,7 @@ const PREFETCH_ROWS: usize = 8;
 const GROUP: usize = 4;
 
 /// Where a block of products goes: weight rows from `row0`, input rows from `r0`,
-/// written to `out[(column + j) * m + r0 + i]`.
+/// written to `out[`[`Block::index`]`(j, i, width)]`.
 #[derive(Clone, Copy)]
 struct Block {
     row0: usize,
@@ -589,6 +590,13 @@ fn blocks(rows: Range<usize>, m: usize) -> impl Iterator<Item = (usize, usize, B
 }
 
 impl Block {
+    /// Where the product of weight row `row0 + j` with input row `r0 + i` goes in an output
+    /// of `width` weight rows per input row ([`QuantMatrix::multiply`]'s layout).
+    #[inline(always)]
+    fn index(&self, j: usize, i: usize, width: usize) -> usize {
+        (self.r0 + i) * width + self.column + j
+    }
+
     /// The blocks of `R` weight rows that make up the whole tile starting at this one.
     fn tile_by<const R: usize>(self) -> impl Iterator<Item = Block> {
         (0..TILE_ROWS).step_by(R).map(move |j| Block { row0: self.row0 + j, column: self.column + j, ..self })
@@ -819,7 +827,7 @@ mod tests {
             let together = product(&w, &x, m);
             for r in 0..m {
                 let alone = product(&w, &x[r * cols..(r + 1) * cols], 1);
-                let column: Vec<f32> = (0..rows).map(|j| together[j * m + r]).collect();
+                let column: Vec<f32> = (0..rows).map(|j| together[r * rows + j]).collect();
                 assert_eq!(alone, column, "input row {r} of {m}");
             }
         }
@@ -834,8 +842,8 @@ mod tests {
         for j in 0..rows {
             for r in 0..m {
                 let exact: f32 = (0..cols).map(|c| wf[j * cols + c] * x[r * cols + c]).sum();
-                let err = (got[j * m + r] - exact).abs();
-                assert!(err < 0.05 + 0.01 * exact.abs(), "row {j}, input {r}: {} vs {exact}", got[j * m + r]);
+                let err = (got[r * rows + j] - exact).abs();
+                assert!(err < 0.05 + 0.01 * exact.abs(), "row {j}, input {r}: {} vs {exact}", got[r * rows + j]);
             }
         }
     }
@@ -860,11 +868,11 @@ mod tests {
             for j in 0..rows {
                 for r in 0..m {
                     let exact: f32 = (0..cols).map(|c| stored[j * cols + c] * x[r * cols + c]).sum();
-                    let err = (got[j * m + r] - exact).abs();
+                    let err = (got[r * rows + j] - exact).abs();
                     assert!(
                         err < 0.05 + 0.01 * exact.abs(),
                         "{code:?} row {j}, input {r}: {} vs {exact}",
-                        got[j * m + r]
+                        got[r * rows + j]
                     );
                 }
             }
@@ -961,11 +969,11 @@ mod tests {
                             w[c].abs() * block.iter().fold(0f32, |a, v| a.max(v.abs())) / 254.0
                         })
                         .sum();
-                    let err = (got[j * m + r] - exact).abs();
+                    let err = (got[r * rows + j] - exact).abs();
                     assert!(
                         err <= 1.01 * bound + 1e-3,
                         "{name} row {j}, input {r}: {} vs {exact} (bound {bound})",
-                        got[j * m + r]
+                        got[r * rows + j]
                     );
                 }
             }

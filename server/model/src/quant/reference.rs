@@ -9,7 +9,7 @@ pub(super) fn multiply(w: &QuantMatrix, x: &QuantizedRows, out: &mut [f32], rows
     for (j, row) in rows.clone().enumerate() {
         unpack_row(w, row, &mut weights);
         for r in 0..m {
-            out[j * m + r] = dot(w, row, &weights, x, r);
+            out[r * rows.len() + j] = dot(w, row, &weights, x, r);
         }
     }
 }
