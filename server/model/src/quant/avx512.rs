@@ -82,7 +82,6 @@ unsafe fn multiply_bytes(
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn block<const R: usize, const G: usize>(w: &ByteRows, x: &QuantizedRows, at: Block, out: &mut [f32]) {
-    let m = x.rows;
     let rows = Operands::<R, G> {
         w_rows: std::array::from_fn(|j| w.biased.as_ptr().add((at.row0 + j) * w.width)),
         w_scales: std::array::from_fn(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK)),
@@ -105,7 +104,7 @@ unsafe fn block<const R: usize, const G: usize>(w: &ByteRows, x: &QuantizedRows,
         for (i, lanes) in row_acc.iter().enumerate() {
             let mut values = [0f32; LANES];
             _mm512_storeu_ps(values.as_mut_ptr(), *lanes);
-            out[at.index(j, i, out.len() / m)] = super::avx2::sum_lanes_avx2(&values);
+            out[at.index(j, i)] = super::avx2::sum_lanes_avx2(&values);
         }
     }
 }

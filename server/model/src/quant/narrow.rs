@@ -620,7 +620,7 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
     }
     for (j, lanes) in lanes.iter().enumerate() {
         for (i, lanes) in lanes.iter().enumerate() {
-            out[at.index(j, i, out.len() / x.rows)] = E::sum_lanes(lanes);
+            out[at.index(j, i)] = E::sum_lanes(lanes);
         }
     }
 }
