@@ -42,6 +42,20 @@ pub struct KvRows<'a> {
     pub pending_values: &'a [f32],
 }
 
+impl<'a> KvRows<'a> {
+    /// The keys of cache rows `rows` alone, for [`score_cache`].
+    pub fn keys_of(&self, rows: Range<usize>) -> KvRows<'a> {
+        let d = self.head_dim;
+        KvRows {
+            head_dim: d,
+            cache_keys: &self.cache_keys[rows.start * d..rows.end * d],
+            cache_values: &[],
+            pending_keys: &[],
+            pending_values: &[],
+        }
+    }
+}
+
 /// Planes the cache's values of `head_dim` elements are stored in: two halves where each is a
 /// whole number of 16-lane registers, else one. A one-token pass has three kv heads for two
 /// threads; with two planes its weighted sums are six units that each read half of a head's
@@ -1115,13 +1129,7 @@ mod tests {
 
                 let mut scores = vec![vec![0.0; cached + 2]; 3];
                 for range in cuts.windows(2).map(|w| w[0]..w[1]) {
-                    let part = KvRows {
-                        head_dim: d,
-                        cache_keys: &stored.keys[range.start * d..range.end * d],
-                        cache_values: &[],
-                        pending_keys: &[],
-                        pending_values: &[],
-                    };
+                    let part = rows.keys_of(range.clone());
                     let mut pieces: Vec<&mut [f32]> = scores.iter_mut().map(|row| &mut row[range.clone()]).collect();
                     score_cache(kernel, &queries, &part, 0.2, &mut pieces);
                 }

@@ -11,7 +11,7 @@
 use std::ops::Range;
 use std::sync::Mutex;
 
-use crate::attention::{self, value_planes, KvRows, Weights};
+use crate::attention::{self, value_planes, Weights};
 use crate::config::Config;
 use crate::kv::KvCache;
 use crate::tree::TreeLayout;
@@ -84,7 +84,7 @@ impl Pass<'_> {
     /// Step one: the cache rows' scores (`scores`: per kv head, a row of `width` per query),
     /// [`ROW_PARTS`] units per kv head.
     fn score_cache(&self, scores: &mut [f32]) {
-        let (cached, hd) = (self.kv.len(), self.cfg.head_dim);
+        let cached = self.kv.len();
         let row_parts = parts(cached);
         let rows = scores.chunks_mut(self.width).map(|row| &mut row[..cached]);
         let score_pieces = cut_rows(rows, self.per_head, &row_parts);
@@ -92,13 +92,7 @@ impl Pass<'_> {
             for unit in units {
                 let (g, rows) = (unit / ROW_PARTS, &row_parts[unit % ROW_PARTS]);
                 let all = self.kv.rows(self.layer, g);
-                let part = KvRows {
-                    head_dim: hd,
-                    cache_keys: &all.cache_keys[rows.start * hd..rows.end * hd],
-                    cache_values: &[],
-                    pending_keys: &[],
-                    pending_values: &[],
-                };
+                let part = all.keys_of(rows.clone());
                 let mut pieces = score_pieces[unit].lock().unwrap_or_else(|e| e.into_inner());
                 attention::score_cache(self.kernel, &self.queries(g), &part, self.scale(), &mut pieces);
             }
