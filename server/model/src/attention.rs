@@ -641,8 +641,8 @@ mod vector {
 
     /// Given the cache scores in `rows`, adds each query's scores of its pending rows: the
     /// sums [`portable`] takes, on vectors, [`PENDING_GROUP`] rows at a time and finished a
-    /// chunk of [`SCORE_CHUNK`] rows at a time. (A prefill chunk's queries have up to a
-    /// hundred pending rows each; scored one at a time they took a fifth of its attention.)
+    /// chunk of [`SCORE_CHUNK`] rows at a time. (A prefill chunk's queries have up to 128
+    /// pending rows each; scored one at a time they took a fifth of its attention.)
     #[inline(always)]
     unsafe fn score_pending<L: Lanes>(work: &Attention, rows: &mut [&mut [f32]]) {
         let (d, cached) = (work.kv.head_dim, work.cached());
