@@ -223,7 +223,8 @@ mod tests {
     #[test]
     fn swiglu_gives_the_same_bits_on_every_kernel() {
         let f = 45; // not a multiple of eight: the scalar tail runs too
-                    // 131 rows: a prefill chunk's size, computed in ranges on several threads.
+
+        // 131 rows: a prefill chunk's size, computed in ranges on several threads.
         for rows in [3, 131] {
             let gate_up: Vec<f32> = (0..rows * 2 * f).map(|i| ((i * 7919 % 613) as f32 - 306.0) / 9.0).collect();
             let plain = swiglu(Kernel::Portable, &gate_up, f);
