@@ -1166,6 +1166,8 @@ mod tests {
             (128, 19, 1),
             (64, 77, 9),
             (64, 45, 13),
+            // A long pass's block (16 nodes of 3 query heads), several chunks of cache rows.
+            (64, 131, 48),
         ] {
             let value = |i: usize, seed: usize| (((i * 2654435761 + seed) % 1009) as f32 / 300.0 - 1.6).sin();
             let keys: Vec<f32> = (0..cached * d).map(|i| value(i, 1)).collect();

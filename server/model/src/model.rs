@@ -180,9 +180,17 @@ const ATTENTION_BLOCK: usize = 4;
 /// Attention work units a pass gives each thread, at least, where it has the nodes.
 const ATTENTION_UNITS_PER_THREAD: usize = 2;
 
-/// Nodes per attention work unit for `n` nodes: [`ATTENTION_BLOCK`], unless blocks that large
-/// would leave a thread fewer than [`ATTENTION_UNITS_PER_THREAD`] units; then blocks of equal
-/// smaller size that do not (down to one node).
+/// Nodes per attention work unit in a pass long enough to give each thread
+/// [`LONG_PASS_UNITS_PER_THREAD`] units of them, such as a prefill chunk: fewer, larger units
+/// made a 2,048-token prefill 4% faster on AVX-512 and 2% with AVX2 (measured against
+/// [`ATTENTION_BLOCK`]).
+const LONG_PASS_BLOCK: usize = 16;
+const LONG_PASS_UNITS_PER_THREAD: usize = 6;
+
+/// Nodes per attention work unit for `n` nodes: [`LONG_PASS_BLOCK`] in a long pass, else
+/// [`ATTENTION_BLOCK`], unless blocks that large would leave a thread fewer than
+/// [`ATTENTION_UNITS_PER_THREAD`] units; then blocks of equal smaller size that do not (down
+/// to one node).
 ///
 /// With one unit per kv head (three for the default model) the threads' shares were two
 /// against one, and the second thread took its share up late: a 4-node pass spent as long
@@ -191,7 +199,9 @@ const ATTENTION_UNITS_PER_THREAD: usize = 2;
 /// they are used only where the units would be too few.
 fn attention_block(n: usize, kv_heads: usize, threads: usize) -> usize {
     let blocks = (ATTENTION_UNITS_PER_THREAD * threads).div_ceil(kv_heads);
-    if n.div_ceil(ATTENTION_BLOCK) >= blocks {
+    if n.div_ceil(LONG_PASS_BLOCK) * kv_heads >= LONG_PASS_UNITS_PER_THREAD * threads {
+        LONG_PASS_BLOCK
+    } else if n.div_ceil(ATTENTION_BLOCK) >= blocks {
         ATTENTION_BLOCK
     } else {
         n.div_ceil(blocks).max(1)
@@ -256,13 +266,19 @@ mod tests {
 
     #[test]
     fn short_passes_give_every_thread_several_attention_units() {
-        for n in 2..=64 {
+        for n in 2..=48 {
             assert!(units(n, 2) >= 4, "{n} nodes");
             assert!(attention_block(n, 3, 2) <= ATTENTION_BLOCK);
         }
-        // Long passes, and a single thread, share each load among the most queries.
+        // Passes of many nodes (a prefill chunk) take long blocks, and still give each thread
+        // several units.
+        for n in 49..=512 {
+            assert_eq!(attention_block(n, 3, 2), LONG_PASS_BLOCK, "{n} nodes");
+            assert!(units(n, 2) >= 2 * LONG_PASS_UNITS_PER_THREAD, "{n} nodes");
+        }
+        // Tree passes, and a single thread, share each load among the most queries.
         assert_eq!(attention_block(8, 3, 2), ATTENTION_BLOCK);
-        assert_eq!(attention_block(512, 3, 2), ATTENTION_BLOCK);
+        assert_eq!(attention_block(48, 3, 2), ATTENTION_BLOCK);
         assert_eq!(attention_block(4, 3, 1), ATTENTION_BLOCK);
         assert_eq!(attention_block(4, 8, 2), ATTENTION_BLOCK);
         assert_eq!(attention_block(5, 3, 2), ATTENTION_BLOCK);
