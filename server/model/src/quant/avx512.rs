@@ -68,11 +68,11 @@ unsafe fn multiply_bytes(
     let weights = ByteRows { rows: w.rows, width: w.width, biased, scales };
     for (tile, group, at) in blocks(rows, x.rows) {
         // Up to 16 weight vectors held in registers: two weight rows at a time.
-        match (tile, group) {
-            (TILE_ROWS, 5) => at.tile_by::<2>().for_each(|at| block::<2, 5>(&weights, x, at, out)),
-            (TILE_ROWS, 4) => at.tile_by::<2>().for_each(|at| block::<2, 4>(&weights, x, at, out)),
-            (TILE_ROWS, 3) => at.tile_by::<2>().for_each(|at| block::<2, 3>(&weights, x, at, out)),
-            (TILE_ROWS, 2) => at.tile_by::<2>().for_each(|at| block::<2, 2>(&weights, x, at, out)),
+        match (tile % 2, group) {
+            (0, 5) => at.tile_by::<2>(tile).for_each(|at| block::<2, 5>(&weights, x, at, out)),
+            (0, 4) => at.tile_by::<2>(tile).for_each(|at| block::<2, 4>(&weights, x, at, out)),
+            (0, 3) => at.tile_by::<2>(tile).for_each(|at| block::<2, 3>(&weights, x, at, out)),
+            (0, 2) => at.tile_by::<2>(tile).for_each(|at| block::<2, 2>(&weights, x, at, out)),
             _ => at.one_by_one(tile, group).for_each(|at| block::<1, 1>(&weights, x, at, out)),
         }
     }

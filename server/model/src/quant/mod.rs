@@ -551,11 +551,13 @@ impl QuantizedRows {
     }
 }
 
-/// Weight rows per tile: a tile's weights stay in L1 while every input row meets them.
-const TILE_ROWS: usize = 4;
+/// Weight rows per tile: a tile's weights stay in L1 while every input row meets them, and
+/// each group of input rows comes from L2 once per tile. Tiles of 16 rows made a 512-token
+/// prefill 10% faster than tiles of 4 on AVX-512 (no change measured with AVX2).
+const TILE_ROWS: usize = 16;
 /// Weight rows ahead of a block that its first group of input rows pulls into the cache.
-/// One tile (4 rows) was too short a distance for memory to keep streaming: a one-row
-/// pass streamed 11 GB/s per core on AMD Zen 4 with it, 19 GB/s with 8.
+/// Four rows were too short a distance for memory to keep streaming: a one-row pass
+/// streamed 11 GB/s per core on AMD Zen 4 with them, 19 GB/s with 8.
 const PREFETCH_ROWS: usize = 8;
 /// Input rows per group: a group's accumulators stay in registers (a last group may hold one
 /// more, see [`blocks`]).
@@ -602,9 +604,10 @@ impl Block {
         (self.r0 + i) * self.width + self.column + j
     }
 
-    /// The blocks of `R` weight rows that make up the whole tile starting at this one.
-    fn tile_by<const R: usize>(self) -> impl Iterator<Item = Block> {
-        (0..TILE_ROWS).step_by(R).map(move |j| Block { row0: self.row0 + j, column: self.column + j, ..self })
+    /// The blocks of `R` weight rows that make up the `tile` rows starting at this one (a
+    /// multiple of `R`).
+    fn tile_by<const R: usize>(self, tile: usize) -> impl Iterator<Item = Block> {
+        (0..tile).step_by(R).map(move |j| Block { row0: self.row0 + j, column: self.column + j, ..self })
     }
 
     /// The blocks of one weight row and one input row that make up a `tile` × `group` block.
@@ -761,7 +764,18 @@ mod tests {
 
     #[test]
     fn every_kernel_matches_the_reference_bit_for_bit() {
-        let shapes = [(7, 96, 1), (9, 576, 5), (13, 64, 9), (4, 1536, 4), (6, 1088, 3), (5, 320, 2), (8, 576, 17)];
+        // Whole tiles of weight rows and partial ones, odd and even, met by every size of group.
+        let shapes = [
+            (7, 96, 1),
+            (9, 576, 5),
+            (13, 64, 9),
+            (4, 1536, 4),
+            (6, 1088, 3),
+            (5, 320, 2),
+            (8, 576, 17),
+            (37, 576, 9),
+            (34, 320, 6),
+        ];
         for kernel in Kernel::supported() {
             for (rows, cols, m) in shapes {
                 for w in both_codes(rows, cols, 3, kernel) {
@@ -948,7 +962,7 @@ mod tests {
 
     #[test]
     fn k_quant_weights_run_exactly_on_every_kernel() {
-        let shapes = [(5, 256, 3), (9, 1536, 6), (4, 768, 17), (3, 8960, 2)];
+        let shapes = [(5, 256, 3), (9, 1536, 6), (4, 768, 17), (3, 8960, 2), (34, 512, 13)];
         for (six_bit, (rows, cols, m)) in [false, true].into_iter().flat_map(|six| shapes.map(|shape| (six, shape))) {
             let name = if six_bit { "Q6_K" } else { "Q4_K" };
             let (blocks, decoded) = if six_bit { q6_k(rows, cols, 59) } else { q4_k(rows, cols, 59) };

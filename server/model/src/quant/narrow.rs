@@ -492,34 +492,35 @@ pub(super) unsafe fn multiply<E: Engine, C: Code<E>>(
     rows: Range<usize>,
 ) {
     for (tile, group, at) in blocks(rows, x.rows) {
-        match (tile, group) {
-            (TILE_ROWS, 4) if C::ONE_ROW_FOR_FOUR => {
-                for at in at.tile_by::<1>() {
+        let pairs = tile.is_multiple_of(2);
+        match group {
+            4 if C::ONE_ROW_FOR_FOUR => {
+                for at in at.tile_by::<1>(tile) {
                     block::<E, C, 1, 4>(w, x, at, out);
                 }
             }
-            (TILE_ROWS, 5) if C::ONE_ROW_FOR_FOUR => {
-                for at in at.tile_by::<1>() {
+            5 if C::ONE_ROW_FOR_FOUR => {
+                for at in at.tile_by::<1>(tile) {
                     block::<E, C, 1, 5>(w, x, at, out);
                 }
             }
-            (TILE_ROWS, 5) => {
-                for at in at.tile_by::<2>() {
+            5 if pairs => {
+                for at in at.tile_by::<2>(tile) {
                     block::<E, C, 2, 5>(w, x, at, out);
                 }
             }
-            (TILE_ROWS, 4) => {
-                for at in at.tile_by::<2>() {
+            4 if pairs => {
+                for at in at.tile_by::<2>(tile) {
                     block::<E, C, 2, 4>(w, x, at, out);
                 }
             }
-            (TILE_ROWS, 3) => {
-                for at in at.tile_by::<1>() {
+            3 => {
+                for at in at.tile_by::<1>(tile) {
                     block::<E, C, 1, 3>(w, x, at, out);
                 }
             }
-            (TILE_ROWS, 2) => {
-                for at in at.tile_by::<2>() {
+            2 if pairs => {
+                for at in at.tile_by::<2>(tile) {
                     block::<E, C, 2, 2>(w, x, at, out);
                 }
             }
