@@ -8,12 +8,11 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { execFile } from 'child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'fs';
-import { tmpdir } from 'os';
+import { mkdirSync, readFileSync, writeFileSync } from 'fs';
 import * as path from 'path';
 import { promisify } from 'util';
 import { CancellationTokenSource, Position, Range, harness } from './support/vscode-stub';
-import { activateWith, eventually, shutdown, statusText } from './support/session';
+import { activateWith, eventually, shutdown, statusText, temporaryDirectory } from './support/session';
 import { InlineCompletionRequest, StatusRequest } from '../src/protocol';
 
 const bin = process.env.COPILOTD_BIN;
@@ -29,7 +28,7 @@ function workspaceWithCutBody(): { dir: string; file: string; text: string; row:
   const row = lines.indexOf('    """A new warehouse holding the stock of both."""') + 1;
   assert.ok(row > 0, 'fixture changed: docstring of merge() not found');
   const text = [...lines.slice(0, row), '    '].join('\n') + '\n';
-  const dir = mkdtempSync(path.join(tmpdir(), 'copilotd-vscode-'));
+  const dir = temporaryDirectory('copilotd-vscode-');
   mkdirSync(path.join(dir, '.git'));
   const file = path.join(dir, 'inventory.py');
   writeFileSync(file, text);

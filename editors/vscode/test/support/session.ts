@@ -1,5 +1,5 @@
 /** Shared helpers for tests that activate the extension against a daemon (the fake one or the real one). */
-import { mkdtempSync, writeFileSync, chmodSync } from 'fs';
+import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'fs';
 import { tmpdir } from 'os';
 import * as path from 'path';
 import type * as vscodeTypes from 'vscode';
@@ -7,9 +7,16 @@ import { activate, deactivate } from '../../src/extension';
 import { Controller } from '../../src/controller';
 import { Uri, harness } from './vscode-stub';
 
+/** A new directory under the system's temporary one, removed when the test process exits. */
+export function temporaryDirectory(prefix: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 /** An executable that runs the fake daemon, so the extension spawns it exactly like the real binary. */
 export function fakeDaemonBinary(env: Record<string, string> = {}): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'copilotd-fake-'));
+  const dir = temporaryDirectory('copilotd-fake-');
   const bin = path.join(dir, 'copilotd');
   const exports = Object.entries(env)
     .map(([k, v]) => `export ${k}='${v}'\n`)
