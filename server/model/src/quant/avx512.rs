@@ -83,11 +83,11 @@ unsafe fn multiply_bytes(
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn block<const R: usize, const G: usize>(w: &ByteRows, x: &QuantizedRows, at: Block, out: &mut [f32]) {
     let rows = Operands::<R, G> {
-        w_rows: std::array::from_fn(|j| w.biased.as_ptr().add((at.row0 + j) * w.width)),
-        w_scales: std::array::from_fn(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK)),
-        x_rows: std::array::from_fn(|i| x.quants.as_ptr().add((at.r0 + i) * x.width)),
-        x_scales: std::array::from_fn(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK)),
-        x_corrections: std::array::from_fn(|i| x.bias_corrections.as_ptr().add(x.lanes_start(at.r0 + i))),
+        w_rows: indexed(|j| w.biased.as_ptr().add((at.row0 + j) * w.width)),
+        w_scales: indexed(|j| w.scales.as_ptr().add((at.row0 + j) * w.width / BLOCK)),
+        x_rows: indexed(|i| x.quants.as_ptr().add((at.r0 + i) * x.width)),
+        x_scales: indexed(|i| x.scales.as_ptr().add((at.r0 + i) * x.width / BLOCK)),
+        x_corrections: indexed(|i| x.bias_corrections.as_ptr().add(x.lanes_start(at.r0 + i))),
         // The first group of input rows also pulls weights further on into the cache, so
         // that memory keeps streaming while the other groups compute from L1.
         prefetch_distance: (at.r0 == 0 && at.row0 + PREFETCH_ROWS + R <= w.rows).then_some(PREFETCH_ROWS * w.width),

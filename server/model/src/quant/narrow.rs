@@ -536,19 +536,6 @@ pub(super) unsafe fn multiply<E: Engine, C: Code<E>>(
     }
 }
 
-/// `[f(0), …, f(N − 1)]` in a plain loop that is inlined into the kernel. A block's
-/// operands built by `std::array::from_fn` went through calls of its own at every block,
-/// 2% of a prefill (measured on AVX-512).
-#[inline(always)]
-fn indexed<T: Copy, const N: usize>(mut f: impl FnMut(usize) -> T) -> [T; N] {
-    let mut values = [std::mem::MaybeUninit::<T>::uninit(); N];
-    for (i, value) in values.iter_mut().enumerate() {
-        value.write(f(i));
-    }
-    // SAFETY: every element was written above, and `[MaybeUninit<T>; N]` has the layout of `[T; N]`.
-    unsafe { std::mem::transmute_copy(&values) }
-}
-
 /// `R` weight rows times `G` input rows.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // indexed loops keep the arrays in registers (see below)
