@@ -14,9 +14,32 @@ pub(crate) fn ending_in_a_pair(n: usize, size: usize) -> impl Iterator<Item = Ra
 }
 
 /// `0..n` in consecutive groups of `size`, except that where that would end in a lone item,
-/// the last `size + 1` items go in one group.
-pub(crate) fn ending_in_a_larger_group(n: usize, size: usize) -> impl Iterator<Item = Range<usize>> {
-    cut(n, size, Some([size + 1, 0]))
+/// the last `size + 1` items go in one group. A value, read by index: a weight product looks
+/// its groups up for every block, and building them anew (or allocating them) at each call
+/// showed in a one-token pass's profile.
+#[derive(Clone, Copy)]
+pub(crate) struct LargerGroups {
+    n: usize,
+    size: usize,
+    count: usize,
+}
+
+impl LargerGroups {
+    pub(crate) fn new(n: usize, size: usize) -> LargerGroups {
+        let size = size.max(1);
+        let count = if n > size && n % size == 1 { n / size } else { n.div_ceil(size) };
+        LargerGroups { n, size, count }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Group `k` (`k < len()`): `size` items from `k · size`, the last group up to `n`.
+    pub(crate) fn get(&self, k: usize) -> Range<usize> {
+        let start = k * self.size;
+        start..if k + 1 == self.count { self.n } else { start + self.size }
+    }
 }
 
 /// Groups of `size`, the last `size + 1` items cut as `tail` where groups of `size` would
@@ -36,6 +59,11 @@ fn cut(n: usize, size: usize, tail: Option<[usize; 2]>) -> impl Iterator<Item = 
 mod tests {
     use super::*;
 
+    fn larger_groups(n: usize, size: usize) -> impl Iterator<Item = Range<usize>> {
+        let groups = LargerGroups::new(n, size);
+        (0..groups.len()).map(move |k| groups.get(k))
+    }
+
     fn sizes(groups: impl Iterator<Item = Range<usize>>) -> Vec<usize> {
         groups.map(|g| g.len()).collect()
     }
@@ -45,7 +73,7 @@ mod tests {
         for size in 1..=6 {
             for n in 0..=40 {
                 let pairs: Vec<Range<usize>> = ending_in_a_pair(n, size).collect();
-                let larger: Vec<Range<usize>> = ending_in_a_larger_group(n, size).collect();
+                let larger: Vec<Range<usize>> = larger_groups(n, size).collect();
                 for (groups, most) in [(&pairs, size), (&larger, size + 1)] {
                     let covered: Vec<usize> = groups.iter().flat_map(|g| g.clone()).collect();
                     assert_eq!(covered, (0..n).collect::<Vec<_>>(), "n {n}, size {size}");
@@ -64,9 +92,9 @@ mod tests {
         assert_eq!(sizes(ending_in_a_pair(8, 4)), [4, 4]);
         assert_eq!(sizes(ending_in_a_pair(7, 4)), [4, 3]);
         assert_eq!(sizes(ending_in_a_pair(3, 2)), [2, 1]);
-        assert_eq!(sizes(ending_in_a_larger_group(5, 4)), [5]);
-        assert_eq!(sizes(ending_in_a_larger_group(9, 4)), [4, 5]);
-        assert_eq!(sizes(ending_in_a_larger_group(6, 4)), [4, 2]);
-        assert_eq!(sizes(ending_in_a_larger_group(1, 4)), [1]);
+        assert_eq!(sizes(larger_groups(5, 4)), [5]);
+        assert_eq!(sizes(larger_groups(9, 4)), [4, 5]);
+        assert_eq!(sizes(larger_groups(6, 4)), [4, 2]);
+        assert_eq!(sizes(larger_groups(1, 4)), [1]);
     }
 }

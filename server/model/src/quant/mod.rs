@@ -36,7 +36,7 @@
 
 use std::ops::Range;
 
-use crate::groups::ending_in_a_larger_group;
+use crate::groups::LargerGroups;
 use crate::kernel::Kernel;
 
 #[cfg(target_arch = "x86_64")]
@@ -576,7 +576,7 @@ struct Block {
 
 /// The blocks of the products of weight rows `rows` with `m` input rows: tiles of up to
 /// [`TILE_ROWS`] weight rows, each met by groups of [`GROUP`] input rows in turn (a last
-/// group of `GROUP + 1` rather than a lone row, see [`ending_in_a_larger_group`]), as
+/// group of `GROUP + 1` rather than a lone row, see [`LargerGroups`]), as
 /// `(tile, group, where)`. (Iterators rather than closures: a closure would not be compiled
 /// with the target features of the kernel that runs it.)
 ///
@@ -586,11 +586,11 @@ struct Block {
 /// five; AVX-512, 1,536 cached tokens).
 fn blocks(rows: Range<usize>, m: usize) -> impl Iterator<Item = (usize, usize, Block)> {
     let (start, end, width) = (rows.start, rows.end, rows.len());
-    // Cut once, not per tile: a prefill's blocks are many and small, and cutting per tile
-    // took 2% of it.
-    let groups: Vec<Range<usize>> = ending_in_a_larger_group(m, GROUP).collect();
+    // Groups by index, not an iterator of groups per tile: a prefill's blocks are many and
+    // small, and the nested iterator took 2% of it.
+    let groups = LargerGroups::new(m, GROUP);
     (0..width.div_ceil(TILE_ROWS) * groups.len()).map(move |k| {
-        let (tile_start, group) = (start + k / groups.len() * TILE_ROWS, &groups[k % groups.len()]);
+        let (tile_start, group) = (start + k / groups.len() * TILE_ROWS, groups.get(k % groups.len()));
         let tile = (end - tile_start).min(TILE_ROWS);
         (tile, group.len(), Block { row0: tile_start, r0: group.start, column: tile_start - start, width })
     })
