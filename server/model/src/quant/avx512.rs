@@ -100,13 +100,15 @@ unsafe fn block<const R: usize, const G: usize>(w: &ByteRows, x: &QuantizedRows,
             rows.span::<1>(&mut acc, index, span.start);
         }
     }
-    for (j, row_acc) in acc.iter().enumerate() {
-        for (i, lanes) in row_acc.iter().enumerate() {
-            let mut values = [0f32; LANES];
-            _mm512_storeu_ps(values.as_mut_ptr(), *lanes);
-            out[at.index(j, i)] = super::avx2::sum_lanes_avx2(&values);
+    let mut lanes = [[[0f32; LANES]; G]; R];
+    for (lanes, acc) in lanes.iter_mut().zip(&acc) {
+        for (lanes, acc) in lanes.iter_mut().zip(acc) {
+            _mm512_storeu_ps(lanes.as_mut_ptr(), *acc);
         }
     }
+    let mut sums = [[0f32; G]; R];
+    super::avx2::sum_lanes_of_avx2(lanes.as_flattened(), sums.as_flattened_mut());
+    at.write(&sums, out);
 }
 
 /// Q8_0 weights of a [`QuantMatrix`].
@@ -265,8 +267,8 @@ impl Engine for Avx512 {
     }
 
     #[inline(always)]
-    unsafe fn sum_lanes(lanes: &[f32; LANES]) -> f32 {
-        super::avx2::sum_lanes_avx2(lanes)
+    unsafe fn sum_lanes_of(lanes: &[[f32; LANES]], sums: &mut [f32]) {
+        super::avx2::sum_lanes_of_avx2(lanes, sums)
     }
 }
 

@@ -604,6 +604,17 @@ impl Block {
         (self.r0 + i) * self.width + self.column + j
     }
 
+    /// Writes the products of this block's weight rows (`sums[j]`) with its input rows
+    /// (`sums[j][i]`) to their places in `out`.
+    #[inline(always)]
+    fn write<const R: usize, const G: usize>(&self, sums: &[[f32; G]; R], out: &mut [f32]) {
+        for (j, sums) in sums.iter().enumerate() {
+            for (i, sum) in sums.iter().enumerate() {
+                out[self.index(j, i)] = *sum;
+            }
+        }
+    }
+
     /// The blocks of `R` weight rows that make up the `tile` rows starting at this one (a
     /// multiple of `R`).
     fn tile_by<const R: usize>(self, tile: usize) -> impl Iterator<Item = Block> {
@@ -1008,6 +1019,35 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Eight lane sums at a time are each [`sum_lanes`] bit for bit, on values of mixed
+    /// magnitudes (where another order of additions would round differently), for every
+    /// count of arrays a block has and more.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn lane_sums_eight_at_a_time_are_the_reference_sums() {
+        #[target_feature(enable = "avx2")]
+        unsafe fn sums_of(lanes: &[[f32; LANES]]) -> Vec<f32> {
+            let mut sums = vec![f32::NAN; lanes.len()];
+            avx2::sum_lanes_of_avx2(lanes, &mut sums);
+            sums
+        }
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let values = values(21 * LANES, 11);
+        let lanes: Vec<[f32; LANES]> = values
+            .chunks_exact(LANES)
+            .enumerate()
+            .map(|(k, chunk)| std::array::from_fn(|l| chunk[l] * 10f32.powi(((k + 3 * l) % 9) as i32 - 4)))
+            .collect();
+        for n in 1..=lanes.len() {
+            let expected: Vec<u32> = lanes[..n].iter().map(|l| sum_lanes(*l).to_bits()).collect();
+            // SAFETY: the CPU has AVX2 (checked above).
+            let got: Vec<u32> = unsafe { sums_of(&lanes[..n]) }.iter().map(|s| s.to_bits()).collect();
+            assert_eq!(got, expected, "{n} arrays");
         }
     }
 

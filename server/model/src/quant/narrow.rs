@@ -54,10 +54,12 @@ pub(super) trait Engine {
     unsafe fn fused(acc: Self::Float, a: Self::Float, b: Self::Float) -> Self::Float;
     unsafe fn store(values: Self::Float, to: *mut f32);
 
-    /// [`sum_lanes`] of the 16 lanes, in its order.
+    /// [`sum_lanes`] of each array of lanes, in its order, into `sums`.
     #[inline(always)]
-    unsafe fn sum_lanes(lanes: &[f32; LANES]) -> f32 {
-        sum_lanes(*lanes)
+    unsafe fn sum_lanes_of(lanes: &[[f32; LANES]], sums: &mut [f32]) {
+        for (lanes, sum) in lanes.iter().zip(sums) {
+            *sum = sum_lanes(*lanes);
+        }
     }
 }
 
@@ -626,11 +628,9 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
             }
         }
     }
-    for (j, lanes) in lanes.iter().enumerate() {
-        for (i, lanes) in lanes.iter().enumerate() {
-            out[at.index(j, i)] = E::sum_lanes(lanes);
-        }
-    }
+    let mut sums = [[0f32; G]; R];
+    E::sum_lanes_of(lanes.as_flattened(), sums.as_flattened_mut());
+    at.write(&sums, out);
 }
 
 /// The block values (scales or mins) of a row's `span` that match the lanes of `part`:
