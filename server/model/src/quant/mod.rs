@@ -642,6 +642,7 @@ pub(super) fn indexed<T: Copy, const N: usize>(mut f: impl FnMut(usize) -> T) ->
     unsafe { std::mem::transmute_copy(&values) }
 }
 
+/// Per lane of a span's input bytes: the sum of the bytes the lane meets.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn lane_sums(bytes: &[i8], kernel: Kernel) -> [i32; LANES] {
     // SAFETY (both arms): the CPU has the features the functions are compiled for.
