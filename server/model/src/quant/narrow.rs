@@ -516,6 +516,13 @@ pub(super) unsafe fn multiply<E: Engine, C: Code<E>>(
                     block::<E, C, 2, 4>(w, x, at, out);
                 }
             }
+            // Three input rows meet two weight rows at a time too: one at a time made a 3-node
+            // pass cost more than a 4-node one (t(3) 10% less this way, AVX-512 and AVX2).
+            3 if pairs => {
+                for at in at.tile_by::<2>(tile) {
+                    block::<E, C, 2, 3>(w, x, at, out);
+                }
+            }
             3 => {
                 for at in at.tile_by::<1>(tile) {
                     block::<E, C, 1, 3>(w, x, at, out);
