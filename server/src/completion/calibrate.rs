@@ -243,9 +243,9 @@ fn measure_on_cache(
     }
     let mut times = Vec::with_capacity(nodes.len());
     for &k in nodes {
-        let (chain, parents): (&[u32], Vec<Option<usize>>) =
-            (&tokens[cache..cache + k], (0..k).map(|i| i.checked_sub(1)).collect());
-        let settling = Instant::now();
+        let chain = &tokens[cache..cache + k];
+        let parents: Vec<Option<usize>> = (0..k).map(|i| i.checked_sub(1)).collect();
+        let block_started = Instant::now();
         let mut timed = Vec::with_capacity(repeats);
         while timed.len() < repeats.max(1) {
             if interrupt() {
@@ -253,7 +253,7 @@ fn measure_on_cache(
             }
             let started = Instant::now();
             model.forward_tree(chain, &parents)?;
-            if started.duration_since(settling) >= SETTLE {
+            if started.duration_since(block_started) >= SETTLE {
                 timed.push(started.elapsed().as_secs_f64() * 1000.0);
             }
         }
