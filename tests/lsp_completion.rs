@@ -215,6 +215,47 @@ fn taking_a_whole_suggestion_starts_the_next_one_before_it_is_asked_for() {
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 
+#[test]
+fn a_suggestions_first_lines_answer_before_it_ends_and_asking_again_gives_the_rest() {
+    let model = model_path();
+    let _serial = serial();
+    let max_tokens = 64;
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("numbers.py"), ENDLESS).unwrap();
+    let whole =
+        cli_completion(&model, workspace.path(), "numbers.py", 11, 5, max_tokens)["text"].as_str().unwrap().to_owned();
+    assert!(whole.trim_end().contains('\n'), "premise: a suggestion of several lines: {whole:?}");
+    // Early lines are the default.
+    let mut harness = start(Some(workspace.path()), json!({"model": model, "maxTokens": max_tokens}));
+    let client = &mut harness.client;
+    let uri = uri(&workspace.path().join("numbers.py"));
+    open(client, &uri, ENDLESS);
+    let ask = |client: &mut copilotd_bench::lsp::client::StdioClient| {
+        let response = client.call("textDocument/inlineCompletion", completion_params(&uri, 11, 5), SLOW).unwrap();
+        let item = response["result"][0].clone();
+        (item["insertText"].as_str().unwrap().to_owned(), item["command"]["arguments"][0]["more"] == true)
+    };
+    // The first answer: whole lines of the suggestion, with more to come.
+    let (first, more) = ask(client);
+    assert!(more, "the generation goes on after the first answer: {first:?}");
+    assert!(whole.starts_with(&first) && first.len() < whole.len(), "{first:?} begins {whole:?}");
+    assert!(whole[first.len()..].trim_start_matches([' ', '\t']).starts_with('\n'), "whole lines: {first:?}");
+    // Asked again at the same place, as the editors do: more of it, until all of it.
+    let mut answers = vec![first];
+    let mut more = more;
+    while more {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (text, again) = ask(client);
+        assert!(whole.starts_with(&text) && text.len() >= answers.last().unwrap().len(), "{text:?} after {answers:?}");
+        answers.push(text);
+        more = again;
+    }
+    assert_eq!(answers.last().unwrap(), &whole, "the last answer is the whole suggestion");
+    let generated = status(client)["generatedTokens"].as_u64().unwrap();
+    assert_eq!(generated, max_tokens as u64, "one generation answered every request");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
 /// The persisted preference cache of the workspace in `harness`'s private cache directory.
 fn preferences_file(home: &Path) -> std::path::PathBuf {
     let workspaces = home.join("cache/copilotd/workspaces");

@@ -40,6 +40,10 @@ pub struct Config {
     /// Files of the repository before the current one in FIM prompts, for models trained
     /// with repository-level context (Qwen2.5-Coder).
     pub repo_context: bool,
+    /// A suggestion's first whole lines answer as soon as they are generated, marked as having
+    /// more to come (the editors ask again for the rest); off: answers wait for the whole
+    /// suggestion.
+    pub early_lines: bool,
 }
 
 impl Default for Config {
@@ -54,6 +58,7 @@ impl Default for Config {
             sampling: Sampling::GREEDY,
             fim: true,
             repo_context: true,
+            early_lines: true,
         }
     }
 }
@@ -68,7 +73,7 @@ pub enum Naming {
 }
 
 /// The settings, by their snake_case name.
-const SETTINGS: [&str; 11] = [
+const SETTINGS: [&str; 12] = [
     "model",
     "strategy",
     "max_tokens",
@@ -80,6 +85,7 @@ const SETTINGS: [&str; 11] = [
     "seed",
     "fim",
     "repo_context",
+    "early_lines",
 ];
 
 fn spelled(name: &str, naming: Naming) -> String {
@@ -208,6 +214,7 @@ impl Config {
             }
             ("fim", _) => self.fim = boolean(value, defaults.fim)?,
             ("repo_context", _) => self.repo_context = boolean(value, defaults.repo_context)?,
+            ("early_lines", _) => self.early_lines = boolean(value, defaults.early_lines)?,
             _ => unreachable!("`{name}` is not in SETTINGS"),
         }
         Ok(())
@@ -298,12 +305,13 @@ mod tests {
     fn client_settings_use_camel_case() {
         let mut config = Config::default();
         let warnings = config.apply(
-            &json!({"maxTokens": 16, "languages": ["python", "rust"], "fim": false, "repoContext": false}),
+            &json!({"maxTokens": 16, "languages": ["python", "rust"], "fim": false, "repoContext": false, "earlyLines": false}),
             Naming::CamelCase,
         );
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.max_tokens, 16);
-        assert!(!config.fim && !config.repo_context);
+        assert!(!config.fim && !config.repo_context && !config.early_lines);
+        assert!(Config::default().early_lines);
         assert!(config.serves_language("rust"));
         // The snake_case spelling is not a client setting.
         let warnings = config.apply(&json!({"max_tokens": 8}), Naming::CamelCase);
@@ -316,11 +324,11 @@ mod tests {
         let mut config = Config::default();
         config.apply(&json!({"maxTokens": 16, "strategy": "ar"}), Naming::CamelCase);
         let warnings = config.apply(
-            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7, "fim": "no", "repoContext": 1}),
+            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7, "fim": "no", "repoContext": 1, "earlyLines": "yes"}),
             Naming::CamelCase,
         );
-        assert_eq!(warnings.len(), 7, "{warnings:?}");
-        assert!(config.fim && config.repo_context);
+        assert_eq!(warnings.len(), 8, "{warnings:?}");
+        assert!(config.fim && config.repo_context && config.early_lines);
         assert_eq!(config.max_tokens, 16);
         assert_eq!(config.strategy, Strategy::Ar);
         assert_eq!(config.threads, None);

@@ -71,8 +71,10 @@ fn start_in(home: tempfile::TempDir, config_toml: Option<&str>, roots: &[&Path],
 }
 
 /// initializationOptions for a given model and token budget.
+/// Settings for the server under test: whole suggestions in every answer (see `earlyLines`), so
+/// that answers can be compared with `copilotd complete`.
 pub fn options(model: &Path, max_tokens: usize) -> Value {
-    json!({"model": model, "maxTokens": max_tokens})
+    json!({"model": model, "maxTokens": max_tokens, "earlyLines": false})
 }
 
 pub fn uri(path: &Path) -> String {

@@ -280,6 +280,31 @@ H.case('errors and empty answers show nothing', function()
   H.eq('dismiss clears', { H.suggestion(), H.ghost() }, {})
 end)
 
+H.case('a suggestion with more lines to come is asked for again where it was', function()
+  H.lua([[
+    local reply = _G.fake.reply
+    _G.fake.more_asked = 0
+    _G.fake.reply = function(params, lines)
+      local line = lines[params.position.line + 1] or ''
+      if not line:match('MORE$') then
+        return reply(params, lines)
+      end
+      _G.fake.more_asked = _G.fake.more_asked + 1
+      local more = _G.fake.more_asked == 1
+      local command = { title = 'accepted', command = 'copilotd.suggestionAccepted', arguments = { { id = 9, more = more } } }
+      local text = more and ' = 1' or ' = 1\nmore = 2'
+      return { items = { { insertText = text, range = { start = params.position, ['end'] = params.position }, command = command } } }
+    end
+  ]])
+  H.input('oMORE')
+  H.check('the rest arrives without a keystroke', H.wait(3000, function()
+    return H.suggestion() == ' = 1\nmore = 2'
+  end), H.suggestion())
+  vim.wait(300)
+  H.eq('asked twice at the same place, then no more', H.lua('return _G.fake.more_asked'), 2)
+  H.input('<Esc>')
+end)
+
 H.case('health and status', function()
   H.eq('status through copilotd/status', H.lua("return require('copilotd').status().model"), 'fake')
   H.lua('vim.cmd.checkhealth("copilotd")')

@@ -146,3 +146,12 @@ export function suggestionId(item: WireInlineCompletionItem): number | undefined
   const argument = item.command?.arguments?.[0] as { id?: unknown } | undefined;
   return typeof argument?.id === 'number' ? argument.id : undefined;
 }
+
+/**
+ * Whether the daemon answered with a suggestion's first lines while it generates the rest
+ * (`arguments: [{ more: true }]`): asked again at the same place, it answers with more of it.
+ */
+export function moreLinesFollow(item: WireInlineCompletionItem): boolean {
+  const argument = item.command?.arguments?.[0] as { more?: unknown } | undefined;
+  return argument?.more === true;
+}

@@ -2,7 +2,10 @@
 import * as vscode from 'vscode';
 import { DaemonClient, errorMessage } from './daemon';
 import { toInlineCompletionItems, toInlineCompletionParams } from './mapping';
-import { ErrorCodes, InlineCompletionRequest, resultItems, suggestionId } from './protocol';
+import { ErrorCodes, InlineCompletionRequest, moreLinesFollow, resultItems, suggestionId } from './protocol';
+
+/** How long after an answer whose suggestion has more lines to come VS Code is asked for it again. */
+export const MORE_LINES_DELAY_MS = 100;
 
 /** What the provider needs from the running daemon; `undefined` while it is stopped or starting. */
 export interface Session {
@@ -17,6 +20,8 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
    * Escape. (VS Code 1.85's stable API says neither what is shown nor what is dismissed.)
    */
   lastSuggestion: number | undefined;
+  /** The pending request for the rest of a suggestion, if any. */
+  private askAgain: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly session: () => Session | undefined,
@@ -52,6 +57,9 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
       this.onAnswered();
       const [first] = resultItems(result);
       this.lastSuggestion = first ? suggestionId(first) : undefined;
+      if (first && moreLinesFollow(first)) {
+        this.askAgainSoon(document, position);
+      }
       return new vscode.InlineCompletionList(toInlineCompletionItems(result, position));
     } catch (err) {
       if (!isCancellation(err) && !token.isCancellationRequested) {
@@ -61,6 +69,22 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     } finally {
       cancelled?.dispose();
     }
+  }
+
+  /**
+   * Has VS Code ask for the inline suggestion at `position` again after {@link MORE_LINES_DELAY_MS}, for the
+   * lines the daemon has generated since, unless the person typed or moved meanwhile (VS Code asks anew then).
+   */
+  private askAgainSoon(document: vscode.TextDocument, position: vscode.Position): void {
+    const version = document.version;
+    clearTimeout(this.askAgain);
+    this.askAgain = setTimeout(() => {
+      this.askAgain = undefined;
+      const editor = vscode.window.activeTextEditor;
+      if (editor?.document === document && document.version === version && editor.selection.active.isEqual(position)) {
+        void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+      }
+    }, MORE_LINES_DELAY_MS);
   }
 }
 

@@ -86,6 +86,24 @@ test('accepting an item or dismissing it with Escape tells the daemon, by the id
   assert.equal((await received(controller, 'copilotd/suggestionFeedback')).length, 2);
 });
 
+test('a suggestion with more lines to come is asked for again where it was, unless the document changed', async () => {
+  await activateWith({ path: bin });
+  let asked = 0;
+  harness.commands.set('editor.action.inlineSuggest.trigger', () => (asked += 1));
+  const document = harness.open('/w/more.py', 'python', 'MORE\nx = 1\n');
+  await harness.complete(document, new Position(0, 4));
+  await eventually(async () => asked === 1 || undefined);
+  // A whole suggestion is not asked for again.
+  await harness.complete(document, new Position(1, 5));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(asked, 1);
+  // Typed meanwhile: VS Code asks anew by itself, so the extension does not.
+  await harness.complete(document, new Position(0, 4));
+  document.edit(new Range(1, 0, 1, 0), 'y');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(asked, 1);
+});
+
 test('empty and null answers give an empty list; ranges are passed through', async () => {
   await activateWith({ path: bin });
   const document = harness.open('/w/a.py', 'python', 'EMPTY\nNULL\nx = REPLACE\n');

@@ -161,6 +161,13 @@ pub struct Completion {
     pub stats: CompletionStats,
 }
 
+impl Completion {
+    /// Whether this is a generation's whole lines so far, its rest to follow.
+    pub fn is_partial(&self) -> bool {
+        self.stats.stop == LINES_SO_FAR
+    }
+}
+
 /// Tokens/s and acceptance length over recent completions.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RecentStats {
@@ -357,16 +364,19 @@ impl Completer {
         request: &CompletionRequest,
         cancel: &CancelToken,
     ) -> Result<Completion, CompletionError> {
-        self.complete_following(request, cancel, &TypedAhead::default())
+        self.complete_following(request, cancel, &TypedAhead::default(), &mut |_| {})
     }
 
     /// [`Self::complete`], stopping early once the text generated and `typed` (what the person
-    /// typed at the cursor meanwhile) part ways.
+    /// typed at the cursor meanwhile) part ways, and giving `lines` the suggestion's whole lines
+    /// each time a generated line ends (a beginning of the completion's text: see
+    /// [`whole_lines`]), with the stop reason [`LINES_SO_FAR`].
     pub fn complete_following(
         &mut self,
         request: &CompletionRequest,
         cancel: &CancelToken,
         typed: &TypedAhead,
+        lines: &mut (dyn FnMut(Completion) + Send),
     ) -> Result<Completion, CompletionError> {
         let text = request.text;
         if request.cursor > text.len() || !text.is_char_boundary(request.cursor) {
@@ -390,14 +400,28 @@ impl Completer {
             sampling: request.sampling.params_for(&prompt.tokens),
             first_token_among,
         };
+        let origin = feedback::Origin {
+            context: prompt.tokens[prompt.tokens.len().saturating_sub(feedback::CONTEXT_TOKENS)..].to_vec(),
+            healed: prompt.healed.clone(),
+            skipped: 0,
+            tokenizer: self.tokenizer.fingerprint(),
+        };
         let healed = prompt.healed.clone();
         let tokenizer = self.tokenizer.clone();
+        let mut published = 0;
         let mut stop = |generated: &[u32]| {
             tokenizer
                 .decode(generated)
                 .map(|text| {
                     let after = after_cursor(&text, &healed);
-                    rules.apply(after).1 || typed.parted_from(after)
+                    let (kept, stop) = rules.apply(after);
+                    if let Some(whole) = whole_lines(kept).filter(|whole| whole.len() > published) {
+                        published = whole.len();
+                        let stats = CompletionStats { stop: LINES_SO_FAR, ..CompletionStats::empty(request.strategy) };
+                        let origin = origin.clone();
+                        lines(Completion { text: whole.to_owned(), tokens: generated.to_vec(), origin, stats });
+                    }
+                    stop || typed.parted_from(after)
                 })
                 .unwrap_or(false)
         };
@@ -427,12 +451,6 @@ impl Completer {
         if self.recent.len() > RECENT_WINDOW {
             self.recent.pop_front();
         }
-        let origin = feedback::Origin {
-            context: prompt.tokens[prompt.tokens.len().saturating_sub(feedback::CONTEXT_TOKENS)..].to_vec(),
-            healed: prompt.healed,
-            skipped: 0,
-            tokenizer: self.tokenizer.fingerprint(),
-        };
         Ok(Completion { text, tokens: generation.tokens, origin, stats })
     }
 
@@ -492,4 +510,34 @@ impl Completer {
 /// first token restored.
 fn after_cursor<'a>(generated: &'a str, healed: &str) -> &'a str {
     generated.strip_prefix(healed).unwrap_or(generated)
+}
+
+/// The stop reason of the whole lines a generation has given so far
+/// ([`Completer::complete_following`]).
+pub const LINES_SO_FAR: &str = "lines_so_far";
+
+/// The lines of a suggestion so far (`kept`, cut by the stop rules) that more tokens can no
+/// longer change: all before its last line break, without trailing white space (a line ending
+/// there may lose it); `None` while they hold nothing but white space. Every later text of the
+/// suggestion, and so the finished one, begins with them.
+fn whole_lines(kept: &str) -> Option<&str> {
+    let whole = kept[..kept.rfind('\n')?].trim_end();
+    (!whole.trim_start().is_empty()).then_some(whole)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_lines;
+
+    #[test]
+    fn whole_lines_are_those_before_the_last_line_break() {
+        assert_eq!(whole_lines("x = 1\n    y = 2\n    ret"), Some("x = 1\n    y = 2"));
+        assert_eq!(whole_lines("x = 1\n"), Some("x = 1"));
+        assert_eq!(whole_lines("\n    return x\n"), Some("\n    return x"), "the cursor's line ended at once");
+        // A line whose end may still be cut, or only white space: nothing yet.
+        assert_eq!(whole_lines("x = 1"), None);
+        assert_eq!(whole_lines("\n    \n  re"), None);
+        assert_eq!(whole_lines(""), None);
+        assert_eq!(whole_lines("x = 1  \n"), Some("x = 1"), "trailing white space may be cut at the end");
+    }
 }

@@ -34,6 +34,9 @@ pub struct Job {
     pub max_tokens: usize,
     pub strategy: Strategy,
     pub sampling: Sampling,
+    /// Whether the answer may be the suggestion's first whole lines, given as soon as they are
+    /// generated while the rest follows (the editor asks again for it).
+    pub early_lines: bool,
 }
 
 impl Job {
@@ -145,6 +148,7 @@ fn test_job(text: &str, cursor: usize) -> Job {
         max_tokens: 64,
         strategy: Strategy::Auto,
         sampling: Sampling::default(),
+        early_lines: true,
     }
 }
 

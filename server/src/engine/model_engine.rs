@@ -3,11 +3,13 @@
 //!
 //! A generation runs on when its request is cancelled: editors cancel a request at the next
 //! keystroke, and a person types faster than a completion ends, so most generations would
-//! otherwise be thrown away just before they could help. Its suggestion is remembered when it
-//! ends, and answers the requests that follow while the person types what it predicted
-//! ([`LastSuggestion`]). A request it cannot answer (another document or cursor, other settings,
-//! typed text it did not predict) stops it within a decode step. When the person takes a whole
-//! suggestion, the next one is generated at once, before the editor asks for it.
+//! otherwise be thrown away just before they could help. Its suggestion is remembered as it
+//! grows, each time a generated line ends, and when it ends ([`LastSuggestion`]); it answers
+//! the requests that follow while the person types what it predicted, and its request itself
+//! as soon as it has a whole line, without waiting for the rest. A request it cannot answer
+//! (another document or cursor, other settings, typed text it did not predict) stops it within
+//! a decode step. When the person takes a whole suggestion, the next one is generated at once,
+//! before the editor asks for it, unless the running generation goes on with it.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,10 +25,10 @@ use tokio::sync::watch;
 use super::calibration::{self, CalibrationControl, CalibrationState};
 use super::typed_through::LastSuggestion;
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
-use crate::completion::feedback::{Origin, Teacher, Verdict};
+use crate::completion::feedback::{Teacher, Verdict};
 use crate::completion::{
     self, Completer, Completion, CompletionError, CompletionRequest, CompletionStats, EngineSettings, RecentStats,
-    Strategy, TypedAhead,
+    TypedAhead, LINES_SO_FAR,
 };
 use crate::sync::lock;
 use crate::workspace::Repository;
@@ -51,6 +53,8 @@ struct Loaded {
     completer: Arc<tokio::sync::Mutex<Completer>>,
     /// The last suggestion, for typed-through answers (forgotten with the model).
     last_suggestion: Mutex<LastSuggestion>,
+    /// Told each time the last suggestion changes (a generation's lines or its end).
+    suggestion_changed: watch::Sender<()>,
     /// The generation on the model, if any, whether or not its request still waits for it;
     /// one about to start while it waits for the model.
     running: Mutex<Option<Running>>,
@@ -58,6 +62,8 @@ struct Loaded {
     generations: AtomicU64,
     /// Tokens generated since the model was loaded, those of cancelled generations included.
     generated_tokens: AtomicU64,
+    /// The engine's figures, which each generation updates as it ends.
+    recent: Arc<Mutex<Recent>>,
     /// Teaches the completer's preference cache the person's verdicts.
     teacher: Teacher,
     calibration: Arc<CalibrationControl>,
@@ -84,13 +90,19 @@ struct RunningHandles {
 
 impl Loaded {
     /// Lets the running generation go on if its suggestion could answer `job` (telling it
-    /// what was typed), and stops it otherwise.
-    fn follow_or_stop_running(&self, job: &Job) {
+    /// what was typed), and stops it otherwise; whether it goes on.
+    fn follow_or_stop_running(&self, job: &Job) -> bool {
         let running = lock(&self.running);
-        let Some(running) = running.as_ref() else { return };
+        let Some(running) = running.as_ref() else { return false };
         match running.job.typed_before(job) {
-            Some(typed) => running.handles.typed.set(typed),
-            None => running.handles.stop.cancel(Cancelled::Superseded),
+            Some(typed) => {
+                running.handles.typed.set(typed);
+                true
+            }
+            None => {
+                running.handles.stop.cancel(Cancelled::Superseded);
+                false
+            }
         }
     }
 
@@ -122,10 +134,13 @@ impl Loaded {
 
     /// Generates the suggestion that follows a whole suggestion taken (`taken`, the text the
     /// person took), before the editor asks for it: registered at once, so that a request it
-    /// cannot answer stops it, then run when the model is free.
+    /// cannot answer stops it, then run when the model is free. Nothing to do when the taken
+    /// text is the running generation's lines so far: it goes on after them.
     fn prepare_next(self: &Arc<Self>, taken: &str) {
         let Some(job) = lock(&self.last_suggestion).taken_whole(taken) else { return };
-        self.follow_or_stop_running(&job);
+        if self.follow_or_stop_running(&job) {
+            return;
+        }
         let handles = self.start_running(&job);
         let loaded = Arc::clone(self);
         tokio::spawn(async move {
@@ -138,22 +153,26 @@ impl Loaded {
         });
     }
 
-    /// Remembers the suggestion a generation ended with (whether or not anyone still waits for
-    /// it) and the model's count of generated tokens after it, and unregisters the generation.
-    fn finish_running(&self, id: u64, job: &Job, result: &Result<Completion, CompletionError>, generated: u64) {
-        if let Ok(completion) = result {
-            lock(&self.last_suggestion).remember(job, completion);
-        }
-        self.generated_tokens.store(generated, Ordering::Release);
-        self.forget_running(id);
+    /// Remembers a suggestion generated for `job`, whole or its lines so far, and tells the
+    /// requests waiting for one.
+    fn remember(&self, job: &Job, suggestion: &Completion) {
+        lock(&self.last_suggestion).remember(job, suggestion);
+        self.suggestion_changed.send_replace(());
     }
 
-    /// The rest of the last suggestion, when the person typed a beginning of it since.
-    fn typed_through_rest(&self, job: &Job) -> Option<(String, Vec<u32>, Origin)> {
-        let last = lock(&self.last_suggestion);
-        let rest = last.continuation(job)?;
-        let (tokens, origin) = last.origin_of(&rest);
-        Some((rest, tokens, origin))
+    /// Remembers the suggestion a generation ended with (whether or not anyone still waits for
+    /// it), and with it the completer's figures after it (`recent`), and unregisters the
+    /// generation.
+    fn finish_running(&self, id: u64, job: &Job, result: &Result<Completion, CompletionError>, recent: RecentStats) {
+        if let Ok(completion) = result {
+            self.remember(job, completion);
+            let mut figures = lock(&self.recent);
+            figures.tokens_per_second = recent.tokens_per_second;
+            figures.acceptance_length = recent.acceptance_length;
+            figures.last = serde_json::to_value(&completion.stats).ok();
+        }
+        self.generated_tokens.store(recent.generated_tokens, Ordering::Release);
+        self.forget_running(id);
     }
 }
 
@@ -162,7 +181,8 @@ pub struct ModelEngine {
     load: watch::Sender<Load>,
     /// Sequence number of the latest load; older loads finishing late are discarded.
     loads: AtomicU64,
-    recent: Mutex<Recent>,
+    /// Shared with every model loaded, whose generations update it as they end.
+    recent: Arc<Mutex<Recent>>,
     /// The workspace's repository datastores, given to every model loaded.
     repository: Mutex<Vec<Repository>>,
     /// Where the preference cache persists, and when it was last saved there.
@@ -178,7 +198,7 @@ impl Default for ModelEngine {
         ModelEngine {
             load: watch::channel(Load::Idle).0,
             loads: AtomicU64::new(0),
-            recent: Mutex::new(Recent::default()),
+            recent: Arc::default(),
             repository: Mutex::default(),
             preferences: Mutex::default(),
             preferences_saved: Mutex::new(Instant::now()),
@@ -232,9 +252,11 @@ impl ModelEngine {
                     tokenizer: tokenizer.clone(),
                     completer: Arc::new(tokio::sync::Mutex::new(completer)),
                     last_suggestion: Mutex::new(LastSuggestion::default()),
+                    suggestion_changed: watch::channel(()).0,
                     running: Mutex::default(),
                     generations: AtomicU64::new(0),
                     generated_tokens: AtomicU64::new(0),
+                    recent: Arc::clone(&self.recent),
                     calibration: Arc::new(CalibrationControl::new(calibration_state)),
                 };
                 attach_common_store(tokenizer, info, Arc::clone(&loaded.completer), Arc::clone(&loaded.calibration));
@@ -286,39 +308,40 @@ impl ModelEngine {
 
     async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
         let loaded = self.ready(&cancel).await?;
-        if let Some((rest, tokens, origin)) = loaded.typed_through_rest(&job) {
-            return Ok(self.typed_through(job.strategy, rest, tokens, origin));
+        let mut changes = loaded.suggestion_changed.subscribe();
+        if let Some(answer) = self.typed_through(&loaded, &job) {
+            return Ok(answer);
         }
         loaded.follow_or_stop_running(&job);
         // A background calibration gives the model back at once.
         let _wanting = loaded.calibration.want();
-        // Requests queue for the model; a superseded one leaves the queue at once.
+        // Requests queue for the model; a superseded one leaves the queue at once, and one the
+        // running generation's lines answer as soon as they do.
         let completer = tokio::select! {
             completer = Arc::clone(&loaded.completer).lock_owned() => completer,
+            answer = self.typed_through_when_ready(&loaded, &job, &mut changes) => return Ok(answer),
             reason = cancel.cancelled() => return Err(ServiceError::Cancelled(reason)),
         };
         // The generation this request waited for may have predicted what was typed since.
-        if let Some((rest, tokens, origin)) = loaded.typed_through_rest(&job) {
-            return Ok(self.typed_through(job.strategy, rest, tokens, origin));
+        if let Some(answer) = self.typed_through(&loaded, &job) {
+            return Ok(answer);
         }
         if let Some(reason) = cancel.reason() {
             return Err(ServiceError::Cancelled(reason));
         }
         let save_preferences = self.preferences_due();
         let handles = loaded.start_running(&job);
-        let task = generate(Arc::clone(&loaded), completer, job, handles, save_preferences);
-        // A cancelled request stops waiting at once; its generation runs on (see the module).
+        let task = generate(Arc::clone(&loaded), completer, job.clone(), handles, save_preferences);
+        // The suggestion's first whole lines answer at once where the job takes them; the
+        // generation goes on, and so does one whose request is cancelled (see the module).
         let outcome = tokio::select! {
+            biased;
             outcome = task => outcome,
+            answer = self.typed_through_when_ready(&loaded, &job, &mut changes), if job.early_lines => return Ok(answer),
             reason = cancel.cancelled() => return Err(ServiceError::Cancelled(reason)),
         };
-        let (result, recent) = outcome.map_err(|join| ServiceError::Panicked(join.to_string()))?;
-        let completion = result?;
-        let mut figures = lock(&self.recent);
-        figures.completions += 1;
-        figures.tokens_per_second = recent.tokens_per_second;
-        figures.acceptance_length = recent.acceptance_length;
-        figures.last = serde_json::to_value(&completion.stats).ok();
+        let completion = outcome.map_err(|join| ServiceError::Panicked(join.to_string()))??;
+        lock(&self.recent).completions += 1;
         Ok(completion)
     }
 
@@ -332,13 +355,34 @@ impl ModelEngine {
         })
     }
 
-    /// The answer that the rest of the last suggestion gives, counted as a completion.
-    fn typed_through(&self, strategy: Strategy, rest: String, tokens: Vec<u32>, origin: Origin) -> Completion {
-        let stats = CompletionStats { stop: "typed_through", ..CompletionStats::empty(strategy) };
+    /// The answer that the rest of the last suggestion gives `job`, if it gives one, counted as
+    /// a completion: stopped `typed_through`, or [`LINES_SO_FAR`] while its generation runs on.
+    fn typed_through(&self, loaded: &Loaded, job: &Job) -> Option<Completion> {
+        let answer = lock(&loaded.last_suggestion).continuation(job)?;
+        let stop = if answer.partial { LINES_SO_FAR } else { "typed_through" };
+        let stats = CompletionStats { stop, ..CompletionStats::empty(job.strategy) };
         let mut figures = lock(&self.recent);
         figures.completions += 1;
         figures.last = serde_json::to_value(&stats).ok();
-        Completion { text: rest, tokens, origin, stats }
+        Some(Completion { text: answer.rest, tokens: answer.tokens, origin: answer.origin, stats })
+    }
+
+    /// [`Self::typed_through`] as soon as a change of the last suggestion (`changes`) gives
+    /// one; never, while none does.
+    async fn typed_through_when_ready(
+        &self,
+        loaded: &Loaded,
+        job: &Job,
+        changes: &mut watch::Receiver<()>,
+    ) -> Completion {
+        loop {
+            if changes.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            if let Some(answer) = self.typed_through(loaded, job) {
+                return answer;
+            }
+        }
     }
 }
 
@@ -416,7 +460,7 @@ fn generate(
     job: Job,
     handles: RunningHandles,
     save_preferences: Option<PathBuf>,
-) -> tokio::task::JoinHandle<(Result<Completion, CompletionError>, RecentStats)> {
+) -> tokio::task::JoinHandle<Result<Completion, CompletionError>> {
     tokio::task::spawn_blocking(move || {
         let request = CompletionRequest {
             text: &job.text,
@@ -426,13 +470,13 @@ fn generate(
             strategy: job.strategy,
             sampling: job.sampling,
         };
-        let result = completer.complete_following(&request, &handles.stop, &handles.typed);
-        let recent = completer.recent_stats();
-        loaded.finish_running(handles.id, &job, &result, recent.generated_tokens);
+        let mut lines = |lines: Completion| loaded.remember(&job, &lines);
+        let result = completer.complete_following(&request, &handles.stop, &handles.typed, &mut lines);
+        loaded.finish_running(handles.id, &job, &result, completer.recent_stats());
         if let Some(path) = save_preferences {
             save_preferences_to(&completer, &path);
         }
-        (result, recent)
+        result
     })
 }
 

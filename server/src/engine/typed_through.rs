@@ -1,5 +1,8 @@
 //! Typed-through answers: while the person types exactly what the last suggestion predicted,
-//! the rest of that suggestion is the answer, at once, without the model.
+//! the rest of that suggestion is the answer, at once, without the model. The last suggestion
+//! may be a running generation's whole lines so far
+//! ([`LINES_SO_FAR`](crate::completion::LINES_SO_FAR)); a job answers from those only if it
+//! takes early lines ([`Job::early_lines`]).
 //!
 //! The editor already shortens its ghost text while the typed characters match it; this keeps
 //! the daemon's answer in step with what is on screen instead of decoding it again (a fresh
@@ -12,8 +15,8 @@ use super::Job;
 use crate::completion::feedback::Origin;
 use crate::completion::Completion;
 
-/// The last suggestion a generation ended with, with the job (buffer, path, cursor, settings)
-/// it was generated for.
+/// The last suggestion a generation gave, with the job (buffer, path, cursor, settings) it was
+/// generated for.
 #[derive(Default)]
 pub struct LastSuggestion {
     last: Option<Answered>,
@@ -24,16 +27,20 @@ struct Answered {
     suggestion: String,
     tokens: Vec<u32>,
     origin: Origin,
+    /// Whether it is a generation's lines so far, not its end.
+    partial: bool,
 }
 
 impl LastSuggestion {
-    /// Remembers the suggestion generated for `job` (an empty one forgets).
+    /// Remembers the suggestion generated for `job`, whole or its lines so far (an empty one
+    /// forgets).
     pub fn remember(&mut self, job: &Job, suggestion: &Completion) {
         self.last = (!suggestion.text.is_empty()).then(|| Answered {
             job: job.clone(),
             suggestion: suggestion.text.clone(),
             tokens: suggestion.tokens.clone(),
             origin: suggestion.origin.clone(),
+            partial: suggestion.is_partial(),
         });
     }
 
@@ -49,44 +56,60 @@ impl LastSuggestion {
         })
     }
 
-    /// The tokens and origin of `rest`, a [`continuation`](Self::continuation) of the last
-    /// suggestion: its own, past the part typed through.
-    pub fn origin_of(&self, rest: &str) -> (Vec<u32>, Origin) {
-        let Some(last) = &self.last else { return (Vec::new(), Origin::default()) };
-        let typed = last.suggestion.len().saturating_sub(rest.len());
-        (last.tokens.clone(), Origin { skipped: last.origin.skipped + typed, ..last.origin.clone() })
-    }
-
     /// The rest of the last suggestion, when `job` asks for the same completion with a beginning
     /// of the suggestion typed at its cursor ([`Job::typed_before`]); `None` when anything else
-    /// changed or only white space would remain.
-    pub fn continuation(&self, job: &Job) -> Option<String> {
-        let last = self.last.as_ref()?;
+    /// changed, when only white space would remain, or when the suggestion is a generation's
+    /// lines so far and `job` waits for whole suggestions. With its tokens and origin (its own,
+    /// past the part typed through) and whether it is partial.
+    pub fn continuation(&self, job: &Job) -> Option<Continuation> {
+        let last = self.last.as_ref().filter(|last| !last.partial || job.early_lines)?;
         let rest = last.suggestion.strip_prefix(last.job.typed_before(job)?)?;
-        (!rest.trim().is_empty()).then(|| rest.to_owned())
+        (!rest.trim().is_empty()).then(|| Continuation {
+            rest: rest.to_owned(),
+            tokens: last.tokens.clone(),
+            origin: Origin { skipped: last.origin.skipped + last.suggestion.len() - rest.len(), ..last.origin.clone() },
+            partial: last.partial,
+        })
     }
+}
+
+/// The rest of the last suggestion that answers a job ([`LastSuggestion::continuation`]).
+#[derive(Debug, PartialEq)]
+pub struct Continuation {
+    pub rest: String,
+    pub tokens: Vec<u32>,
+    pub origin: Origin,
+    pub partial: bool,
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::test_job as job;
     use super::*;
+    use crate::completion::LINES_SO_FAR;
 
-    fn shown(text: &str, cursor: usize, suggestion: &str) -> LastSuggestion {
+    /// The last suggestion after a generation for `f.py` at `cursor` gave `suggestion`, whole
+    /// or (with the stop reason [`LINES_SO_FAR`]) its lines so far.
+    fn remembered(text: &str, cursor: usize, suggestion: &str, stop: &'static str) -> LastSuggestion {
         let mut last = LastSuggestion::default();
+        let stats = crate::completion::CompletionStats::empty(crate::completion::Strategy::Ar);
         let completion = Completion {
             text: suggestion.to_owned(),
             tokens: vec![7, 8],
             origin: Origin { skipped: 1, ..Origin::default() },
-            stats: crate::completion::CompletionStats::empty(crate::completion::Strategy::Ar),
+            stats: crate::completion::CompletionStats { stop, ..stats },
         };
         last.remember(&job(text, cursor), &completion);
         last
     }
 
+    fn shown(text: &str, cursor: usize, suggestion: &str) -> LastSuggestion {
+        remembered(text, cursor, suggestion, "stop_rule")
+    }
+
     impl LastSuggestion {
         fn continuation_in_f(&self, text: &str, cursor: usize) -> Option<String> {
-            self.continuation(&job(text, cursor))
+            self.continuation(&job(text, cursor)).map(|answer| answer.rest)
         }
     }
 
@@ -94,10 +117,19 @@ mod tests {
     fn typing_the_suggestion_answers_its_rest() {
         let last = shown("def f(x):\n    \nend\n", 14, "return x + 1");
         assert_eq!(last.continuation_in_f("def f(x):\n    \nend\n", 14).as_deref(), Some("return x + 1"));
-        assert_eq!(last.continuation_in_f("def f(x):\n    ret\nend\n", 17).as_deref(), Some("urn x + 1"));
         // Its tokens are the suggestion's, past what was typed.
-        let (tokens, origin) = last.origin_of("urn x + 1");
-        assert_eq!((tokens, origin.skipped), (vec![7, 8], 4));
+        let answer = last.continuation(&job("def f(x):\n    ret\nend\n", 17)).unwrap();
+        assert_eq!(answer.rest, "urn x + 1");
+        assert_eq!((answer.tokens, answer.origin.skipped, answer.partial), (vec![7, 8], 4, false));
+    }
+
+    #[test]
+    fn a_generations_lines_so_far_answer_only_jobs_that_take_early_lines() {
+        let last = remembered("def f(x):\n    \nend\n", 14, "y = x + 1", LINES_SO_FAR);
+        let answer = last.continuation(&job("def f(x):\n    y\nend\n", 15)).unwrap();
+        assert_eq!((answer.rest.as_str(), answer.partial), (" = x + 1", true));
+        let whole_only = Job { early_lines: false, ..job("def f(x):\n    y\nend\n", 15) };
+        assert_eq!(last.continuation(&whole_only), None, "waits for the whole suggestion");
     }
 
     #[test]

@@ -14,7 +14,8 @@ use crate::sync::lock;
 
 /// The notification an editor sends with its verdict on a suggestion.
 pub const METHOD: &str = "copilotd/suggestionFeedback";
-/// The command an item carries: its one argument is `{"id": n}` to echo back.
+/// The command an item carries: its one argument is `{"id": n, "more": bool}`, the id to echo
+/// back, and whether more lines of the suggestion follow (the editor asks again for them).
 pub const ITEM_COMMAND: &str = "copilotd.suggestionAccepted";
 /// Suggestions remembered at most.
 pub const CAPACITY: usize = 32;

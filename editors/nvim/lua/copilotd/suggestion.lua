@@ -13,6 +13,9 @@ local M = {}
 --- LSP error codes that mean "this request was superseded", not a failure.
 local CANCELLED = { [-32800] = true, [-32802] = true, [-32801] = true }
 
+--- How long after an answer whose suggestion has more lines to come the daemon is asked for it again.
+local MORE_LINES_DELAY_MS = 100
+
 --- Set by `setup()`.
 --- @type copilotd.Config
 M.config = nil
@@ -73,14 +76,27 @@ local function show(bufnr, row, col, suggestion, replace, item)
   }
 end
 
+--- The table the daemon put first in an item's command arguments, or an empty one.
+local function item_argument(item)
+  local command = item.command
+  local argument = type(command) == 'table' and type(command.arguments) == 'table' and command.arguments[1]
+  return type(argument) == 'table' and argument or {}
+end
+
 --- The id the daemon put in an item's command (`{ arguments = { { id = n } } }`), or nil.
 --- @param item table LSP InlineCompletionItem
 --- @return integer?
 function M.item_id(item)
-  local command = item.command
-  local argument = type(command) == 'table' and type(command.arguments) == 'table' and command.arguments[1]
-  local id = type(argument) == 'table' and argument.id
+  local id = item_argument(item).id
   return type(id) == 'number' and id or nil
+end
+
+--- Whether the daemon answered with a suggestion's first lines while it generates the rest
+--- (`{ arguments = { { more = true } } }`): asked again at the same place, it answers with more of it.
+--- @param item table LSP InlineCompletionItem
+--- @return boolean
+function M.item_more(item)
+  return item_argument(item).more == true
 end
 
 --- Tells the daemon what the person did with suggestion `s` (`copilotd/suggestionFeedback`): `kind` is
@@ -241,6 +257,9 @@ function M.request(trigger_kind)
     if suggestion then
       local insert = type(item.insertText) == 'table' and item.insertText.value or item.insertText
       show(bufnr, row, col, suggestion, replace, { id = M.item_id(item), full = insert })
+      if M.item_more(item) then
+        M.schedule(MORE_LINES_DELAY_MS)
+      end
     end
   end, bufnr)
   if not ok then
@@ -251,13 +270,14 @@ function M.request(trigger_kind)
   return true
 end
 
---- Starts (or restarts) the debounce timer for an automatic request.
-function M.schedule()
+--- Starts (or restarts) the timer for an automatic request: after the debounce, or after `delay_ms`.
+--- @param delay_ms integer?
+function M.schedule(delay_ms)
   stop_timer()
   timer = timer or compat.uv.new_timer()
   local bufnr = vim.api.nvim_get_current_buf()
   timer:start(
-    M.config.debounce_ms,
+    delay_ms or M.config.debounce_ms,
     0,
     vim.schedule_wrap(function()
       if vim.api.nvim_get_current_buf() == bufnr and in_insert_mode() then

@@ -104,8 +104,9 @@ connection.onRequest(
     if (before.includes('REPLACE')) {
       return { items: [{ insertText: `${before}!`, range: { start: { line, character: 0 }, end: params.position } }] };
     }
-    // Each item carries its id as copilotd's do: the number of this completion.
-    const command = { title: 'accepted', command: 'copilotd.suggestionAccepted', arguments: [{ id: completions }] };
+    // Each item carries its id as copilotd's do: the number of this completion; after MORE, its first lines only.
+    const more = before.includes('MORE');
+    const command = { title: 'accepted', command: 'copilotd.suggestionAccepted', arguments: [{ id: completions, more }] };
     return {
       items: [
         { insertText: `<${line}:${character}|${before}>`, range: { start: params.position, end: params.position }, command },

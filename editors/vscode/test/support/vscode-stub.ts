@@ -220,6 +220,8 @@ export const harness = {
   statusItems: [] as StatusBarItem[],
   outputs: [] as OutputChannel[],
   outputShown: false,
+  /** The editor with the focus: where the last completion was asked for. */
+  activeEditor: undefined as { document: TextDocument; selection: { active: Position } } | undefined,
 
   /** Resets all state between tests. */
   reset(): void {
@@ -233,6 +235,7 @@ export const harness = {
     this.statusItems = [];
     this.outputs = [];
     this.outputShown = false;
+    this.activeEditor = undefined;
     for (const e of [this.opened, this.changed, this.closed, this.configChanged]) {
       e.dispose();
     }
@@ -268,6 +271,7 @@ export const harness = {
     if (!provider) {
       throw new Error('no inline completion provider registered');
     }
+    this.activeEditor = { document, selection: { active: position } };
     return provider.provider.provideInlineCompletionItems(
       document,
       position,
@@ -321,6 +325,9 @@ export const window = {
     const item = new StatusBarItem();
     harness.statusItems.push(item);
     return item;
+  },
+  get activeTextEditor() {
+    return harness.activeEditor;
   },
   showErrorMessage: message('error'),
   showWarningMessage: message('warning'),

@@ -171,7 +171,8 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
     }
 
     let mut client = StdioClient::spawn(&options.binary, &["--stdio"], &[]).context("cannot start the server")?;
-    let mut settings = json!({"maxTokens": options.max_tokens});
+    // Whole suggestions, not their first lines, as the latency goals count them.
+    let mut settings = json!({"maxTokens": options.max_tokens, "earlyLines": false});
     if let Some(model) = &options.model {
         settings["model"] = json!(model);
     }

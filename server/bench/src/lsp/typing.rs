@@ -5,13 +5,15 @@
 //! file is opened with the body removed, and the body is typed back at a person's pace
 //! ([`Pace`]). Every keystroke is a `didChange`; 75 ms after the last one (the Neovim plugin's
 //! debounce) an `inlineCompletion` request goes out, and a keystroke while it runs cancels it
-//! (`$/cancelRequest`), as editors do. A suggestion stays on screen while the typed characters
-//! follow it, as ghost text does. When the suggestion's next lines are what the person is
-//! about to type ([`accepted_len`]), they take them (Tab) and type on after them. With feedback
-//! on, each take is reported to the daemon as the editors report it
-//! (`copilotd/suggestionFeedback`, by the id the item carries), so that the preference cache
-//! learns from it; without, the daemon learns only from its own output. Every daemon starts with
-//! the workspace's persisted preference cache removed, so that runs do not teach each other.
+//! (`$/cancelRequest`), as editors do; an answer with more lines to come (the suggestion's first
+//! lines, see `earlyLines`) is asked for again at the same place 100 ms later, as the editors do.
+//! A suggestion stays on screen while the typed characters follow it, as ghost text does. When
+//! the suggestion's next lines are what the person is about to type ([`accepted_len`]), they take
+//! them (Tab) and type on after them. With feedback on, each take is reported to the daemon as
+//! the editors report it (`copilotd/suggestionFeedback`, by the id the item carries), so that the
+//! preference cache learns from it; without, the daemon learns only from its own output. Every
+//! daemon starts with the workspace's persisted preference cache removed, so that runs do not
+//! teach each other.
 //!
 //! Figures per task: keystroke-to-suggestion latency (from the keystroke to the answer that
 //! followed it, debounce included), the share of keystrokes with a useful suggestion on
@@ -34,6 +36,8 @@ use copilotd_server::workspace::paths::workspace_preferences_path;
 
 /// The debounce between the last keystroke and the request, in the Neovim plugin.
 const DEBOUNCE: Duration = Duration::from_millis(75);
+/// How long after an answer with more lines to come the editors ask again at the same place.
+const MORE_LINES_DELAY: Duration = Duration::from_millis(100);
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 /// When the replay starts.
@@ -322,10 +326,11 @@ fn completion_params(uri: &str, (line, character): (usize, usize)) -> Value {
     })
 }
 
-/// The request in flight: its id and the keystroke it follows.
+/// The request in flight: its id and the keystroke it follows (none when it asks again for the
+/// rest of a suggestion: its latency is not a keystroke's).
 struct InFlight {
     id: i64,
-    keystroke_at: Instant,
+    keystroke_at: Option<Instant>,
 }
 
 /// Types `body` into the task's file at its cursor, recording into `replay`.
@@ -347,6 +352,7 @@ fn type_body(
     let mut item: Option<(u64, String)> = None; // the daemon's id of the item shown, and its whole text
     let mut in_flight: Option<InFlight> = None;
     let mut request_at: Option<Instant> = None;
+    let mut asking_again = false; // whether `request_at` asks again for the rest of a suggestion
     let mut last_keystroke = Instant::now();
     let mut next_key = Instant::now();
     while done < body.len() {
@@ -357,11 +363,17 @@ fn type_body(
                 if let Some(error) = response.get("error") {
                     bail!("completion failed: {error}");
                 }
-                replay.latencies_ms.push(flight.keystroke_at.elapsed().as_secs_f64() * 1000.0);
+                if let Some(keystroke_at) = flight.keystroke_at {
+                    replay.latencies_ms.push(keystroke_at.elapsed().as_secs_f64() * 1000.0);
+                }
                 let answer = &response["result"][0];
                 shown = answer["insertText"].as_str().unwrap_or_default().to_owned();
                 item = answer["command"]["arguments"][0]["id"].as_u64().map(|id| (id, shown.clone()));
                 in_flight = None;
+                if answer["command"]["arguments"][0]["more"] == true {
+                    request_at = Some(Instant::now() + MORE_LINES_DELAY);
+                    asking_again = true;
+                }
                 if accepted_len(&shown, rest) > 0 {
                     next_key = Instant::now() + pace.before_accepting();
                 }
@@ -375,7 +387,8 @@ fn type_body(
             request_at = None;
             let position = position_at(&text, task.cursor + done);
             let id = client.request("textDocument/inlineCompletion", completion_params(&uri, position))?;
-            in_flight = Some(InFlight { id, keystroke_at: last_keystroke });
+            let keystroke_at = (!std::mem::take(&mut asking_again)).then_some(last_keystroke);
+            in_flight = Some(InFlight { id, keystroke_at });
             continue;
         }
         if next_key > now {
@@ -417,6 +430,7 @@ fn type_body(
         }
         last_keystroke = now;
         request_at = Some(now + DEBOUNCE);
+        asking_again = false;
         next_key = now + pace.after(inserted.chars().last().expect("inserted is not empty"));
     }
     if let Some(flight) = in_flight {

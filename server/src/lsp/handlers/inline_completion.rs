@@ -28,6 +28,7 @@ pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result
         max_tokens: config.max_tokens,
         strategy: config.strategy,
         sampling: config.sampling,
+        early_lines: config.early_lines,
     };
     let completion = backend.engine.complete(job, ticket.token().clone()).await.map_err(service_error)?;
     drop(ticket);
@@ -35,6 +36,8 @@ pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result
         Vec::new()
     } else {
         let insert_text = completion.text.clone();
+        // More lines to come: the editor asks again at the same place for them.
+        let more = completion.is_partial();
         // The id the editor echoes back with its verdict (`copilotd/suggestionFeedback`).
         let id = backend.suggestions.remember(completion);
         vec![InlineCompletionItem {
@@ -44,7 +47,7 @@ pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result
             command: Some(Command {
                 title: "copilotd: suggestion accepted".to_owned(),
                 command: ITEM_COMMAND.to_owned(),
-                arguments: Some(vec![serde_json::json!({ "id": id })]),
+                arguments: Some(vec![serde_json::json!({ "id": id, "more": more })]),
             }),
             insert_text_format: Some(InsertTextFormat::PLAIN_TEXT),
         }]
