@@ -160,18 +160,21 @@ impl Loaded {
         self.suggestion_changed.send_replace(());
     }
 
-    /// Remembers the suggestion a generation ended with (whether or not anyone still waits for
-    /// it), and with it the completer's figures after it (`recent`), and unregisters the
-    /// generation.
+    /// Records the completer's figures after a generation (`recent`), then remembers the
+    /// suggestion it ended with (whether or not anyone still waits for it), and unregisters it.
+    /// The figures come first: a request waiting for the suggestion is answered as soon as it is
+    /// remembered, and its answer is the last completion the status reports.
     fn finish_running(&self, id: u64, job: &Job, result: &Result<Completion, CompletionError>, recent: RecentStats) {
-        if let Ok(completion) = result {
-            self.remember(job, completion);
-            let mut figures = lock(&self.recent);
-            figures.tokens_per_second = recent.tokens_per_second;
-            figures.acceptance_length = recent.acceptance_length;
-            figures.last = serde_json::to_value(&completion.stats).ok();
-        }
         self.generated_tokens.store(recent.generated_tokens, Ordering::Release);
+        if let Ok(completion) = result {
+            {
+                let mut figures = lock(&self.recent);
+                figures.tokens_per_second = recent.tokens_per_second;
+                figures.acceptance_length = recent.acceptance_length;
+                figures.last = serde_json::to_value(&completion.stats).ok();
+            }
+            self.remember(job, completion);
+        }
         self.forget_running(id);
     }
 }
