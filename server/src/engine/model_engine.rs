@@ -166,14 +166,21 @@ impl Loaded {
     /// remembered, and its answer is the last completion the status reports.
     fn finish_running(&self, id: u64, job: &Job, result: &Result<Completion, CompletionError>, recent: RecentStats) {
         self.generated_tokens.store(recent.generated_tokens, Ordering::Release);
-        if let Ok(completion) = result {
-            {
-                let mut figures = lock(&self.recent);
-                figures.tokens_per_second = recent.tokens_per_second;
-                figures.acceptance_length = recent.acceptance_length;
-                figures.last = serde_json::to_value(&completion.stats).ok();
+        match result {
+            Ok(completion) => {
+                {
+                    let mut figures = lock(&self.recent);
+                    figures.tokens_per_second = recent.tokens_per_second;
+                    figures.acceptance_length = recent.acceptance_length;
+                    figures.last = serde_json::to_value(&completion.stats).ok();
+                }
+                self.remember(job, completion);
             }
-            self.remember(job, completion);
+            // Stopped (or failed): editors must not keep asking for lines that will not come.
+            Err(_) => {
+                lock(&self.last_suggestion).end_lines_so_far();
+                self.suggestion_changed.send_replace(());
+            }
         }
         self.forget_running(id);
     }

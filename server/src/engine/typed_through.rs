@@ -44,6 +44,14 @@ impl LastSuggestion {
         });
     }
 
+    /// The generation that gave the last suggestion stopped before its end: the lines it gave
+    /// are all it will give, so they no longer say more is to come.
+    pub fn end_lines_so_far(&mut self) {
+        if let Some(last) = &mut self.last {
+            last.partial = false;
+        }
+    }
+
     /// The job of the buffer once the whole last suggestion is in it, cursor after it, when
     /// `taken` is that suggestion or its rest (what a typed-through answer gave).
     pub fn taken_whole(&self, taken: &str) -> Option<Job> {
@@ -130,6 +138,14 @@ mod tests {
         assert_eq!((answer.rest.as_str(), answer.partial), (" = x + 1", true));
         let whole_only = Job { early_lines: false, ..job("def f(x):\n    y\nend\n", 15) };
         assert_eq!(last.continuation(&whole_only), None, "waits for the whole suggestion");
+    }
+
+    #[test]
+    fn lines_so_far_of_a_stopped_generation_promise_no_more() {
+        let mut last = remembered("def f(x):\n    \nend\n", 14, "y = x + 1", LINES_SO_FAR);
+        last.end_lines_so_far();
+        let answer = last.continuation(&job("def f(x):\n    \nend\n", 14)).unwrap();
+        assert_eq!((answer.rest.as_str(), answer.partial), ("y = x + 1", false));
     }
 
     #[test]
