@@ -311,6 +311,13 @@ impl Span {
         vector * VECTOR + lane * 4 + e % 4
     }
 
+    /// [`Self::position`] of the first value of each group of four in block 0; block `b`'s
+    /// groups sit `4 b` bytes further on. Computed once a span: the divisions of
+    /// [`Self::position`] at every group took a quarter of the time quantizing inputs took.
+    fn group_positions(self) -> [usize; BLOCK / 4] {
+        indexed(|g| self.position(0, 4 * g))
+    }
+
     /// Where the 4-bit value at reordered position `at` of the span sits once packed: the
     /// byte's offset from `start / 2` and the shift of its nibble. A full span packs
     /// vectors in pairs (byte `i` of a pair: byte `i` of the first vector in the low
@@ -710,18 +717,28 @@ unsafe fn quantize_blocks<Q: BlockQuantizer>(
     scales: &mut Vec<f32>,
     span_vectors: usize,
 ) {
-    let mut block = [0f32; BLOCK];
+    let mut padded = [0f32; BLOCK];
     let mut q = [0i8; BLOCK];
     for span in spans(quants.len(), span_vectors) {
         let out = &mut quants[span.start..][..span.vectors * VECTOR];
+        let groups = span.group_positions();
         for b in 0..span.blocks() {
             let start = span.start + b * BLOCK;
-            let values = &row[start.min(row.len())..(start + BLOCK).min(row.len())];
-            block[..values.len()].copy_from_slice(values);
-            block[values.len()..].fill(0.0);
-            scales.push(Q::quantize(&block, &mut q));
-            for (four, e) in q.chunks_exact(4).zip((0..BLOCK).step_by(4)) {
-                out[span.position(b, e)..][..4].copy_from_slice(four);
+            // A whole block is read where it is: copied first, it went through a call to
+            // memcpy and a stalled reload, half the time quantizing inputs took (AVX-512,
+            // Zen 4).
+            let block = match row.get(start..start + BLOCK) {
+                Some(values) => values.try_into().expect("a block is BLOCK values"),
+                None => {
+                    let values = &row[start.min(row.len())..];
+                    padded[..values.len()].copy_from_slice(values);
+                    padded[values.len()..].fill(0.0);
+                    &padded
+                }
+            };
+            scales.push(Q::quantize(block, &mut q));
+            for (four, &group) in q.chunks_exact(4).zip(&groups) {
+                out[group + 4 * b..][..4].copy_from_slice(four);
             }
         }
     }
