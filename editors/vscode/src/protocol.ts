@@ -141,17 +141,22 @@ export function resultItems(result: InlineCompletionResult | undefined): WireInl
   return Array.isArray(result) ? result : (result.items ?? []);
 }
 
-/** The id the daemon put in an item's command (`arguments: [{ id }]`), if any. */
+/** What the daemon puts in an item's command: `arguments: [{ id, more }]`. */
+function itemArgument(item: WireInlineCompletionItem): { id?: unknown; more?: unknown } | undefined {
+  return item.command?.arguments?.[0] as { id?: unknown; more?: unknown } | undefined;
+}
+
+/** The id the daemon put in an item's command, if any. */
 export function suggestionId(item: WireInlineCompletionItem): number | undefined {
-  const argument = item.command?.arguments?.[0] as { id?: unknown } | undefined;
-  return typeof argument?.id === 'number' ? argument.id : undefined;
+  const id = itemArgument(item)?.id;
+  return typeof id === 'number' ? id : undefined;
 }
 
 /**
  * Whether the daemon answered with a suggestion's first lines while it generates the rest
- * (`arguments: [{ more: true }]`): asked again at the same place, it answers with more of it.
+ * (`more: true` in the item's command argument): asked again at the same place, it answers
+ * with more of it.
  */
 export function moreLinesFollow(item: WireInlineCompletionItem): boolean {
-  const argument = item.command?.arguments?.[0] as { more?: unknown } | undefined;
-  return argument?.more === true;
+  return itemArgument(item)?.more === true;
 }
