@@ -34,21 +34,28 @@ fn last_stats(client: &mut copilotd_bench::lsp::client::StdioClient) -> Value {
     status(client)["last"].clone()
 }
 
+/// A server on a workspace holding [`inventory`] as `inventory.py`, that document open, the
+/// model loaded and calibrated (calibrating takes the model's cache: done first, so that prompt
+/// reuse shows in the tests); the workspace, the server and the document's uri.
+fn inventory_session(model: &Path, max_tokens: usize) -> (tempfile::TempDir, Harness, String) {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("inventory.py"), inventory()).unwrap();
+    let mut harness = start(Some(workspace.path()), options(model, max_tokens));
+    let uri = uri(&workspace.path().join("inventory.py"));
+    open(&mut harness.client, &uri, &inventory());
+    wait_model(&mut harness.client);
+    wait_calibrated(&mut harness.client);
+    (workspace, harness, uri)
+}
+
 #[test]
 fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
     let model = model_path();
     let _serial = serial();
-    let workspace = tempfile::tempdir().unwrap();
-    let text = inventory();
-    std::fs::write(workspace.path().join("inventory.py"), &text).unwrap();
     let max_tokens = 24;
-    let mut harness = start(Some(workspace.path()), options(&model, max_tokens));
+    let (workspace, mut harness, uri) = inventory_session(&model, max_tokens);
+    let text = inventory();
     let client = &mut harness.client;
-    let uri = uri(&workspace.path().join("inventory.py"));
-    open(client, &uri, &text);
-    // Calibrating takes the model's cache: done first, so that prompt reuse shows below.
-    wait_model(client);
-    wait_calibrated(client);
 
     // 1. The buffer as on disk: the same text as the CLI.
     let started = Instant::now();
@@ -101,6 +108,33 @@ fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
     assert!(status["tokensPerSecond"].as_f64().unwrap() > 0.0, "{status}");
     assert!(status["acceptanceLength"].as_f64().unwrap() >= 1.0, "{status}");
     assert_eq!(status["modelState"], "ready");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
+#[test]
+fn a_place_warmed_ahead_is_completed_from_its_prefilled_prompt_with_the_same_text() {
+    let model = model_path();
+    let _serial = serial();
+    let max_tokens = 24;
+    let (workspace, mut harness, uri) = inventory_session(&model, max_tokens);
+    let client = &mut harness.client;
+
+    // The editor names the place as the person enters the buffer; the model idles meanwhile.
+    let place = json!({"textDocument": {"uri": uri}, "position": {"line": 28, "character": 8}});
+    client.notify("copilotd/warm", place).unwrap();
+    let deadline = Instant::now() + SLOW;
+    while status(client)["warmedTokens"].as_u64() == Some(0) {
+        assert!(Instant::now() < deadline, "the place was never warmed: {}", status(client));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    let warm = complete(client, &uri, 28, 8);
+    let stats = last_stats(client);
+    let (prompt, reused) = (stats["prompt_tokens"].as_u64().unwrap(), stats["reused_prompt_tokens"].as_u64().unwrap());
+    assert_eq!(reused + 1, prompt, "all but the last prompt token were prefilled ahead: {stats}");
+    assert_eq!(status(client)["warmedTokens"].as_u64(), Some(prompt), "the whole prompt was warmed");
+    let cli = cli_completion(&model, workspace.path(), "inventory.py", 28, 8, max_tokens);
+    assert_eq!(warm, cli["text"].as_str().unwrap(), "a warmed prompt must not change the completion");
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 

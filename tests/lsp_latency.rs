@@ -28,6 +28,7 @@ fn lsp_latency_cold_and_warm() {
         files: stdlib_files(),
         samples,
         max_tokens: 16,
+        pause: std::time::Duration::from_secs(5),
     };
     let report = bench_lsp(&options).unwrap();
     println!("{}", serde_json::to_string_pretty(&report).unwrap());

@@ -135,6 +135,35 @@ H.case('attach', function()
   H.check('client announces inline completion', init.capabilities.textDocument.inlineCompletion ~= nil)
 end)
 
+H.case('warm', function()
+  H.check(
+    'entering the buffer tells the daemon where the cursor is',
+    H.wait(3000, function()
+      return #logged('copilotd/warm') > 0
+    end)
+  )
+  local uri = logged('textDocument/didOpen')[1].textDocument.uri
+  local warm = logged('copilotd/warm')
+  H.eq('warm: the document and the cursor', { warm[#warm].textDocument.uri, warm[#warm].position },
+    { uri, { line = 0, character = 0 } })
+  local before = #warm
+  H.lua([[
+    vim.cmd.enew()
+    vim.cmd.buffer('#')
+    vim.api.nvim_win_set_cursor(0, { 1, 4 })
+    vim.cmd.enew()
+    vim.cmd.buffer('#')
+  ]])
+  H.check(
+    'warm: sent again on coming back',
+    H.wait(3000, function()
+      return #logged('copilotd/warm') > before
+    end)
+  )
+  warm = logged('copilotd/warm')
+  H.eq('warm: at the cursor where the buffer was left', warm[#warm].position, { line = 0, character = 4 })
+end)
+
 H.case('typing requests after the debounce and shows ghost text', function()
   H.input('Go    ret')
   H.check(

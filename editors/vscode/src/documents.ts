@@ -1,11 +1,19 @@
 /**
  * Keeps the daemon's view of open documents equal to VS Code's: didOpen/didChange/didClose for the documents the
  * extension serves. Notifications go out synchronously from VS Code's events, so a change always reaches the
- * daemon before any completion request that follows it (JSON-RPC messages keep their order).
+ * daemon before any completion request that follows it (JSON-RPC messages keep their order). When an editor of
+ * such a document gets the focus, the daemon hears where its cursor is (`copilotd/warm`), so it can prefill that
+ * place's prompt before the person types.
  */
 import * as vscode from 'vscode';
 import { DaemonClient, SyncKind } from './daemon';
-import { DidChangeNotification, DidCloseNotification, DidOpenNotification, TextDocumentContentChange } from './protocol';
+import {
+  DidChangeNotification,
+  DidCloseNotification,
+  DidOpenNotification,
+  TextDocumentContentChange,
+  WarmNotification,
+} from './protocol';
 
 /** Which documents the extension serves: files on disk, optionally only some languages. */
 export function documentFilter(languages: string[]): (document: vscode.TextDocument) => boolean {
@@ -30,10 +38,12 @@ export class DocumentSync implements vscode.Disposable {
       vscode.workspace.onDidOpenTextDocument((d) => this.didOpen(d)),
       vscode.workspace.onDidChangeTextDocument((e) => this.didChange(e)),
       vscode.workspace.onDidCloseTextDocument((d) => this.didClose(d)),
+      vscode.window.onDidChangeActiveTextEditor((e) => this.entered(e)),
     ];
     for (const document of vscode.workspace.textDocuments) {
       this.didOpen(document);
     }
+    this.entered(vscode.window.activeTextEditor);
   }
 
   /** True when the daemon knows this document (so completions for it make sense). */
@@ -56,6 +66,17 @@ export class DocumentSync implements vscode.Disposable {
     this.open.add(uri);
     this.client.notify(DidOpenNotification, {
       textDocument: { uri, languageId: document.languageId, version: document.version, text: document.getText() },
+    });
+  }
+
+  private entered(editor: Pick<vscode.TextEditor, 'document' | 'selection'> | undefined): void {
+    if (!editor || !this.has(editor.document)) {
+      return;
+    }
+    const { line, character } = editor.selection.active;
+    this.client.notify(WarmNotification, {
+      textDocument: { uri: editor.document.uri.toString() },
+      position: { line, character },
     });
   }
 

@@ -114,6 +114,10 @@ export const StatusRequest = new RequestType0<DaemonStatus, void>('copilotd/stat
 export const ReindexRequest = new RequestType0<unknown, void>('copilotd/reindex');
 
 export const SuggestionFeedbackNotification = new NotificationType<SuggestionFeedback>('copilotd/suggestionFeedback');
+/** `copilotd/warm`: the person is at this place; the daemon may prefill its prompt while the model idles. */
+export const WarmNotification = new NotificationType<{ textDocument: { uri: string }; position: WirePosition }>(
+  'copilotd/warm',
+);
 
 export const DidOpenNotification = new NotificationType<{ textDocument: TextDocumentItem }>('textDocument/didOpen');
 export const DidChangeNotification = new NotificationType<{

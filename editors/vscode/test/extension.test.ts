@@ -59,6 +59,20 @@ test('completions follow the document through edits, with UTF-16 positions', asy
   assert.deepEqual(inline[0].params.context, { triggerKind: 2 });
 });
 
+test('an editor of a served document getting the focus tells the daemon where its cursor is', async () => {
+  const controller = await activateWith({ path: bin, languages: ['python'] });
+  const served = harness.open('/w/warm.py', 'python', 'def f():\n    return 1\n');
+  const other = harness.open('/w/notes.txt', 'plaintext', 'x\n');
+  harness.focus(other, new Position(0, 1));
+  harness.focus(served, new Position(1, 4));
+  await eventually(async () => (await received(controller, 'copilotd/warm')).length > 0 || undefined);
+  const warm = await received(controller, 'copilotd/warm');
+  assert.deepEqual(
+    warm.map((m) => m.params),
+    [{ textDocument: { uri: 'file:///w/warm.py' }, position: { line: 1, character: 4 } }],
+  );
+});
+
 test('accepting an item or dismissing it with Escape tells the daemon, by the id the item carries', async () => {
   const controller = await activateWith({ path: bin });
   const document = harness.open('/w/feedback.py', 'python', 'x = 1\n');

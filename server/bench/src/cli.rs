@@ -51,6 +51,10 @@ pub struct LspArgs {
     /// The model (default: as configured).
     #[arg(long)]
     model: Option<PathBuf>,
+    /// Seconds between opening a document and the first request in it, for the figure of a
+    /// fresh server's first completion after a pause.
+    #[arg(long, default_value_t = 5.0)]
+    pause: f64,
 }
 
 #[derive(Args, Debug)]
@@ -484,6 +488,7 @@ fn lsp(args: LspArgs) -> Result<()> {
         files,
         samples: args.samples,
         max_tokens: args.max_tokens,
+        pause: std::time::Duration::try_from_secs_f64(args.pause).context("--pause must be a number of seconds")?,
     };
     let report = crate::lsp::latency::bench_lsp(&options)?;
     println!("{}", serde_json::to_string_pretty(&report)?);

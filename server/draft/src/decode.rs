@@ -188,15 +188,44 @@ impl<M: TreeModel> Session<M> {
         &mut self.model
     }
 
+    /// Prefills `prompt` ahead of the request that will want it (or a prompt that begins like
+    /// it), `piece` tokens at a time, reusing the common prefix with the cache, until `stop`
+    /// says to give the model back; what was prefilled stays for the next prompt to reuse.
+    /// Returns the tokens newly prefilled.
+    pub fn warm(&mut self, prompt: &[u32], piece: usize, stop: &dyn Fn() -> bool) -> Result<usize, DecodeError> {
+        let common = self.common_prefix(prompt);
+        self.model.truncate(common);
+        self.cached.truncate(common);
+        let mut warmed = 0;
+        for piece in prompt[common..].chunks(piece.max(1)) {
+            if stop() {
+                break;
+            }
+            if let Err(error) = self.model.prefill(piece) {
+                self.model.truncate(0);
+                self.cached.clear();
+                return Err(DecodeError::Model(error));
+            }
+            self.cached.extend_from_slice(piece);
+            warmed += piece.len();
+        }
+        Ok(warmed)
+    }
+
+    /// Tokens at the start of `prompt` whose KV entries the cache holds.
+    fn common_prefix(&self, prompt: &[u32]) -> usize {
+        let common = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        common.min(self.model.cache_len())
+    }
+
     /// Brings the cache to `prompt` reusing the common prefix, and returns
     /// the logits after its last token and how many tokens were reused.
     fn prefill(&mut self, prompt: &[u32]) -> Result<(Vec<f32>, usize), DecodeError> {
         if prompt.is_empty() {
             return Err(DecodeError::EmptyPrompt);
         }
-        let common = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
         // The last prompt token is always run so that its logits are fresh.
-        let reuse = common.min(prompt.len() - 1).min(self.model.cache_len());
+        let reuse = self.common_prefix(prompt).min(prompt.len() - 1);
         self.model.truncate(reuse);
         self.cached.truncate(reuse);
         let result = self.model.prefill(&prompt[reuse..]);

@@ -114,6 +114,33 @@ fn work_on_top_of_the_cache_keeps_the_prompt_reusable() {
 }
 
 #[test]
+fn a_warmed_prompt_is_reused_and_warming_stops_when_told() {
+    let document: Vec<u32> = (0..50).map(|i| (i * 11 % VOCAB) as u32).collect();
+    let prompt = &document[..30];
+    let (reference, _) = run(&mut Session::new(ToyModel::default()), prompt, &options(10), None);
+    let mut session = Session::new(ToyModel::default());
+    assert_eq!(session.warm(&document, 8, &|| false).unwrap(), 50);
+    // A request whose prompt begins like the warmed one reuses all of it but its last token.
+    let warm = generate_plain(&mut session, prompt);
+    assert_eq!(warm.stats.reused_tokens, prompt.len() - 1);
+    assert_eq!(warm.tokens, reference);
+
+    // Told to stop, warming ends after the pieces so far, and they stay reusable.
+    let mut session = Session::new(ToyModel::default());
+    let pieces = std::cell::Cell::new(0);
+    let warmed = session.warm(&document, 8, &|| {
+        pieces.set(pieces.get() + 1);
+        pieces.get() > 2
+    });
+    assert_eq!(warmed.unwrap(), 16);
+    let warm = generate_plain(&mut session, prompt);
+    assert_eq!(warm.stats.reused_tokens, 16);
+    assert_eq!(warm.tokens, reference);
+    // Warming again after a request keeps what the two prompts share.
+    assert_eq!(session.warm(&document, 8, &|| false).unwrap(), document.len() - prompt.len());
+}
+
+#[test]
 fn stop_rule_end_tokens_and_cancellation() {
     let prompt = [3, 1, 4, 1, 5];
     let (reference, _) = run(&mut Session::new(ToyModel::default()), &prompt, &options(30), None);

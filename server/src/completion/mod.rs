@@ -43,6 +43,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use stop::{BlockSyntax, StopRules};
 
+/// Prompt tokens [`Completer::warm`] prefills between its checks for a request: a request
+/// waits at most this long a prefill for the model.
+const WARM_PIECE: usize = 128;
+
 /// How the engine is set up: which model, how it decodes.
 #[derive(Clone, Debug)]
 pub struct EngineSettings {
@@ -452,6 +456,20 @@ impl Completer {
             self.recent.pop_front();
         }
         Ok(Completion { text, tokens: generation.tokens, origin, stats })
+    }
+
+    /// Prefills the prompt of `request` before it is asked for, so that the request (or one
+    /// whose prompt begins the same) reuses the work; [`WARM_PIECE`] tokens at a time, until
+    /// `stop` says to give the model back. Returns the tokens prefilled.
+    pub fn warm(&mut self, request: &CompletionRequest, stop: &dyn Fn() -> bool) -> Result<usize, CompletionError> {
+        if request.cursor > request.text.len() || !request.text.is_char_boundary(request.cursor) {
+            return Err(CompletionError::InvalidCursor(request.cursor));
+        }
+        let prompt = self.prompt(request)?;
+        if prompt.tokens.is_empty() {
+            return Ok(0);
+        }
+        Ok(self.session.warm(&prompt.tokens, WARM_PIECE, stop)?)
     }
 
     /// The prompt of a request (its cursor checked by the caller): FIM when the model has FIM

@@ -8,6 +8,7 @@
 mod calibration;
 mod model_engine;
 mod typed_through;
+mod warming;
 
 pub use calibration::CalibrationState;
 pub use model_engine::ModelEngine;
@@ -20,7 +21,7 @@ use copilotd_model::Tokenizer;
 use futures::future::BoxFuture;
 
 use crate::completion::feedback::Verdict;
-use crate::completion::{Completion, CompletionError, EngineSettings, Sampling, Strategy};
+use crate::completion::{Completion, CompletionError, CompletionRequest, EngineSettings, Sampling, Strategy};
 use crate::workspace::Repository;
 
 /// One completion to run, owning its inputs.
@@ -40,6 +41,18 @@ pub struct Job {
 }
 
 impl Job {
+    /// The completion request this job asks for.
+    pub fn request(&self) -> CompletionRequest<'_> {
+        CompletionRequest {
+            text: &self.text,
+            cursor: self.cursor,
+            path: self.path.as_deref(),
+            max_tokens: self.max_tokens,
+            strategy: self.strategy,
+            sampling: self.sampling,
+        }
+    }
+
     /// What was typed at this job's cursor to make `later`'s buffer, when `later` asks for the
     /// same completion further on: the same document and settings, and nothing changed but
     /// text typed at the cursor, with the cursor after it.
@@ -84,6 +97,8 @@ pub struct Recent {
     pub acceptance_length: Option<f64>,
     /// Tokens generated since start, cancelled completions included.
     pub generated_tokens: u64,
+    /// Prompt tokens prefilled ahead of requests (`copilotd/warm`).
+    pub warmed_tokens: u64,
     pub last: Option<serde_json::Value>,
     /// The loaded model's cost calibration; `None` without a model.
     pub calibration: Option<CalibrationState>,
@@ -136,6 +151,11 @@ pub trait CompletionService: Send + Sync {
     /// The person's verdict on `suggestion`, a completion this service answered: accepted text
     /// is preferred when drafting from now on, dismissed text less.
     fn feedback(&self, suggestion: &Completion, verdict: Verdict);
+    /// The person is at `job`'s cursor: its prompt may be prefilled in the background while the
+    /// model is idle (once it is loaded), for the request to come there.
+    fn warm(&self, job: Job) {
+        let _ = job;
+    }
 }
 
 /// A job at `cursor` in the buffer `text` of `f.py`, with the default settings of `auto`.

@@ -24,11 +24,12 @@ use tokio::sync::watch;
 
 use super::calibration::{self, CalibrationControl, CalibrationState};
 use super::typed_through::LastSuggestion;
+use super::warming::{self, Warming};
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
 use crate::completion::feedback::{Teacher, Verdict};
 use crate::completion::{
-    self, Completer, Completion, CompletionError, CompletionRequest, CompletionStats, EngineSettings, RecentStats,
-    TypedAhead, LINES_SO_FAR,
+    self, Completer, Completion, CompletionError, CompletionStats, EngineSettings, RecentStats, TypedAhead,
+    LINES_SO_FAR,
 };
 use crate::sync::lock;
 use crate::workspace::Repository;
@@ -198,6 +199,8 @@ pub struct ModelEngine {
     /// Where the preference cache persists, and when it was last saved there.
     preferences: Mutex<Option<PathBuf>>,
     preferences_saved: Mutex<Instant>,
+    /// Prefilling the prompts of the places editors name (`copilotd/warm`) while the model idles.
+    warming: Arc<Warming>,
 }
 
 /// How often a completion also saves the preference cache.
@@ -212,6 +215,7 @@ impl Default for ModelEngine {
             repository: Mutex::default(),
             preferences: Mutex::default(),
             preferences_saved: Mutex::new(Instant::now()),
+            warming: Arc::default(),
         }
     }
 }
@@ -317,6 +321,7 @@ impl ModelEngine {
     }
 
     async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
+        self.warming.interrupt();
         let loaded = self.ready(&cancel).await?;
         let mut changes = loaded.suggestion_changed.subscribe();
         if let Some(answer) = self.typed_through(&loaded, &job) {
@@ -419,6 +424,7 @@ impl CompletionService for ModelEngine {
             recent.calibration = Some(loaded.calibration.state());
             recent.generated_tokens = loaded.generated_tokens.load(Ordering::Acquire);
         }
+        recent.warmed_tokens = self.warming.tokens();
         recent
     }
 
@@ -447,6 +453,21 @@ impl CompletionService for ModelEngine {
         .boxed()
     }
 
+    fn warm(&self, job: Job) {
+        let id = self.warming.start();
+        let (warming, mut states) = (Arc::clone(&self.warming), self.load.subscribe());
+        tokio::spawn(async move {
+            let loaded = match states.wait_for(|state| !matches!(state, Load::Idle | Load::Loading { .. })).await {
+                Ok(state) => match &*state {
+                    Load::Ready(loaded) => Arc::clone(loaded),
+                    _ => return,
+                },
+                Err(_) => return,
+            };
+            warming::run(warming, Arc::clone(&loaded.completer), job, id).await;
+        });
+    }
+
     fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>> {
         self.run(job, cancel).boxed()
     }
@@ -456,6 +477,7 @@ impl CompletionService for ModelEngine {
         let tokens = loaded.teacher.teach(&suggestion.text, &suggestion.tokens, &suggestion.origin, &verdict);
         tracing::debug!("feedback {verdict:?} on a suggestion: {tokens} tokens taught to the preference cache");
         if matches!(&verdict, Verdict::Accepted(taken) if taken.end == suggestion.text.len()) {
+            self.warming.interrupt();
             loaded.prepare_next(&suggestion.text);
         }
     }
@@ -472,14 +494,7 @@ fn generate(
     save_preferences: Option<PathBuf>,
 ) -> tokio::task::JoinHandle<Result<Completion, CompletionError>> {
     tokio::task::spawn_blocking(move || {
-        let request = CompletionRequest {
-            text: &job.text,
-            cursor: job.cursor,
-            path: job.path.as_deref(),
-            max_tokens: job.max_tokens,
-            strategy: job.strategy,
-            sampling: job.sampling,
-        };
+        let request = job.request();
         let mut lines = |lines: Completion| loaded.remember(&job, &lines);
         let result = completer.complete_following(&request, &handles.stop, &handles.typed, &mut lines);
         loaded.finish_running(handles.id, &job, &result, completer.recent_stats());

@@ -98,6 +98,7 @@ where
             .custom_method("copilotd/indexedFile", Server::indexed_file)
             .custom_method("copilotd/reindex", Server::reindex)
             .custom_method(suggestions::METHOD, Server::suggestion_feedback)
+            .custom_method(handlers::WARM_METHOD, Server::warm)
             .finish();
 
     // editor → guard → tower-lsp, tower-lsp → guard → editor.

@@ -103,6 +103,8 @@ pub struct Status {
     pub completions: u64,
     /// Tokens the model generated since start, cancelled completions included.
     pub generated_tokens: u64,
+    /// Prompt tokens prefilled ahead of requests (`copilotd/warm`).
+    pub warmed_tokens: u64,
     /// Statistics of the last completion, as the engine reports them.
     pub last: Option<serde_json::Value>,
 }

@@ -89,6 +89,20 @@ local function watch_buffer(bufnr, config)
   on({ 'InsertLeave', 'BufLeave' }, function()
     suggestion.clear()
   end)
+  -- Entering the buffer (or the daemon attaching to it) tells the daemon where the cursor is, once it has settled
+  -- (entering a buffer restores its cursor after BufEnter).
+  on({ 'BufEnter', 'LspAttach' }, function(event)
+    local id = event.data and event.data.client_id
+    local client = id and vim.lsp.get_client_by_id(id)
+    if id and not (client and client.name == 'copilotd') then
+      return
+    end
+    vim.schedule(function()
+      if vim.api.nvim_get_current_buf() == bufnr then
+        suggestion.warm()
+      end
+    end)
+  end)
   on('BufUnload', function()
     suggestion.clear()
     pcall(vim.api.nvim_del_augroup_by_id, group)

@@ -114,6 +114,17 @@ local function feedback(s, kind, taken)
   compat.call(client, 'notify', 'copilotd/suggestionFeedback', { id = s.id, kind = kind, length = length })
 end
 
+--- Tells the daemon where the cursor of the current buffer is (`copilotd/warm`), so that it can prefill that
+--- place's prompt while the person looks before typing. Returns whether it was sent.
+--- @return boolean
+function M.warm()
+  local client = M.client(vim.api.nvim_get_current_buf())
+  if not client or not client.initialized or compat.call(client, 'is_stopped') then
+    return false
+  end
+  return compat.call(client, 'notify', 'copilotd/warm', compat.position_params(client)) ~= false
+end
+
 local function hide()
   if shown then
     render.clear(shown.bufnr)

@@ -130,6 +130,10 @@ connection.onNotification('copilotd/suggestionFeedback', (params: Record<string,
   received.push({ method: 'copilotd/suggestionFeedback', params });
 });
 
+connection.onNotification('copilotd/warm', (params: Record<string, unknown>) => {
+  received.push({ method: 'copilotd/warm', params });
+});
+
 /** Test hooks: the messages received so far, and a way to crash. */
 connection.onRequest('fake/received', () => received);
 connection.onRequest('fake/crash', () => process.exit(7));

@@ -212,6 +212,7 @@ export const harness = {
   changed: new EventEmitter<{ document: TextDocument; contentChanges: unknown[]; reason: undefined }>(),
   closed: new EventEmitter<TextDocument>(),
   configChanged: new EventEmitter<{ affectsConfiguration: (section: string) => boolean }>(),
+  activeEditorChanged: new EventEmitter<{ document: TextDocument; selection: { active: Position } } | undefined>(),
   providers: [] as { selector: unknown; provider: ProviderLike }[],
   commands: new Map<string, (...args: unknown[]) => unknown>(),
   messages: [] as { level: 'error' | 'warning' | 'info'; text: string; items: string[] }[],
@@ -236,7 +237,7 @@ export const harness = {
     this.outputs = [];
     this.outputShown = false;
     this.activeEditor = undefined;
-    for (const e of [this.opened, this.changed, this.closed, this.configChanged]) {
+    for (const e of [this.opened, this.changed, this.closed, this.configChanged, this.activeEditorChanged]) {
       e.dispose();
     }
   },
@@ -245,6 +246,11 @@ export const harness = {
     this.documents.push(document);
     this.opened.fire(document);
     return document;
+  },
+  /** Gives `document` the focus with the cursor at `position`, as switching to its editor does. */
+  focus(document: TextDocument, position: Position): void {
+    this.activeEditor = { document, selection: { active: position } };
+    this.activeEditorChanged.fire(this.activeEditor);
   },
   close(document: TextDocument): void {
     this.documents = this.documents.filter((d) => d !== document);
@@ -329,6 +335,7 @@ export const window = {
   get activeTextEditor() {
     return harness.activeEditor;
   },
+  onDidChangeActiveTextEditor: (l: Listener<unknown>) => harness.activeEditorChanged.event(l),
   showErrorMessage: message('error'),
   showWarningMessage: message('warning'),
   showInformationMessage: message('info'),

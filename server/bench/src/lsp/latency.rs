@@ -29,6 +29,9 @@ pub struct LspBenchOptions {
     pub samples: usize,
     /// `maxTokens` of the server.
     pub max_tokens: usize,
+    /// Time between opening a document and asking for the first completion in it, on a server
+    /// of its own (the prompt is prefilled meanwhile).
+    pub pause: Duration,
 }
 
 /// Latency figures of one kind of request, in milliseconds.
@@ -55,6 +58,19 @@ pub struct LspBenchReport {
     pub mean_new_tokens: (f64, f64),
     /// Mean share of the prompt's tokens whose KV entries were reused (cold, warm).
     pub mean_reused_share: (f64, f64),
+    /// A fresh server's first completion, asked for a pause after its document was opened and
+    /// the cursor's place announced.
+    pub after_pause: AfterPause,
+}
+
+/// The first completion of a fresh server in a document opened, and its cursor's place
+/// announced (`copilotd/warm`), `pause_ms` before.
+#[derive(Debug, Clone, Serialize)]
+pub struct AfterPause {
+    pub pause_ms: f64,
+    pub latency_ms: f64,
+    /// Share of the prompt's tokens prefilled before the request.
+    pub reused_share: f64,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -170,16 +186,8 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
         bail!("the files offer fewer than 2 places to complete");
     }
 
-    let mut client = StdioClient::spawn(&options.binary, &["--stdio"], &[]).context("cannot start the server")?;
-    // Whole suggestions, not their first lines, as the latency goals count them.
-    let mut settings = json!({"maxTokens": options.max_tokens, "earlyLines": false});
-    if let Some(model) = &options.model {
-        settings["model"] = json!(model);
-    }
-    let started = Instant::now();
-    client.initialize(None, settings, TIMEOUT)?;
-    wait_for_model(&mut client)?;
-    let model_load_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let after_pause = first_after_pause(options, &samples[0])?;
+    let (mut client, model_load_ms) = start(options)?;
 
     let (mut cold, mut warm) = (Vec::new(), Vec::new());
     let (mut cold_figures, mut warm_figures) = ((0.0, 0.0), (0.0, 0.0));
@@ -187,18 +195,10 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
         sum.0 += tokens;
         sum.1 += reused;
     };
-    for (index, (path, text, cut)) in samples.iter().enumerate() {
-        let lines: Vec<&str> = text.split('\n').collect();
-        let line = lines[cut.line];
-        let mut buffer = lines.clone();
-        buffer[cut.line] = &line[..cut.column];
-        // A fresh document per sample (its path only names it; the text is the cut buffer).
-        let name = path.file_name().map_or("sample.py".into(), |n| n.to_string_lossy());
-        let uri = format!("file:///copilotd-bench/{index}/{name}");
-        client.notify(
-            "textDocument/didOpen",
-            json!({"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": buffer.join("\n")}}),
-        )?;
+    for (index, sample) in samples.iter().enumerate() {
+        let (_, text, cut) = sample;
+        let line = text.split('\n').nth(cut.line).expect("a cut is on a line of its text");
+        let uri = open_cut(&mut client, sample, index)?;
         let (ms, _) = latency(&mut client, &uri, cut.line, cut.column)?;
         cold.push(ms);
         add(&mut cold_figures, last_figures(&mut client)?);
@@ -225,7 +225,52 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
         warm: summarize(warm),
         mean_new_tokens: (cold_figures.0 / count, warm_figures.0 / count),
         mean_reused_share: (cold_figures.1 / count, warm_figures.1 / count),
+        after_pause,
     })
+}
+
+/// A running server with the benchmark's settings and its model loaded, and how long from
+/// `initialize` that took.
+fn start(options: &LspBenchOptions) -> Result<(StdioClient, f64)> {
+    let mut client = StdioClient::spawn(&options.binary, &["--stdio"], &[]).context("cannot start the server")?;
+    // Whole suggestions, not their first lines, as the latency goals count them.
+    let mut settings = json!({"maxTokens": options.max_tokens, "earlyLines": false});
+    if let Some(model) = &options.model {
+        settings["model"] = json!(model);
+    }
+    let started = Instant::now();
+    client.initialize(None, settings, TIMEOUT)?;
+    wait_for_model(&mut client)?;
+    Ok((client, started.elapsed().as_secs_f64() * 1000.0))
+}
+
+/// Opens `sample`'s file cut at its cursor as a fresh document (its path only names it; the
+/// text is the cut buffer); returns its uri.
+fn open_cut(client: &mut StdioClient, (path, text, cut): &(&Path, &str, Cut), index: usize) -> Result<String> {
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    lines[cut.line] = &lines[cut.line][..cut.column];
+    let name = path.file_name().map_or("sample.py".into(), |n| n.to_string_lossy());
+    let uri = format!("file:///copilotd-bench/{index}/{name}");
+    client.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": lines.join("\n")}}),
+    )?;
+    Ok(uri)
+}
+
+/// The first completion of a server of its own in `sample`, asked for `options.pause` after
+/// opening it, as a person does who opens a file and looks at it before typing. The editors
+/// tell the server where the cursor is as the buffer is entered (`copilotd/warm`), so does this.
+fn first_after_pause(options: &LspBenchOptions, sample: &(&Path, &str, Cut)) -> Result<AfterPause> {
+    let (mut client, _) = start(options)?;
+    let uri = open_cut(&mut client, sample, 0)?;
+    let position = json!({"line": sample.2.line, "character": sample.2.column});
+    client.notify("copilotd/warm", json!({"textDocument": {"uri": uri}, "position": position}))?;
+    std::thread::sleep(options.pause);
+    let (latency_ms, _) = latency(&mut client, &uri, sample.2.line, sample.2.column)?;
+    let (_, reused_share) = last_figures(&mut client)?;
+    let _ = client.shutdown(TIMEOUT);
+    Ok(AfterPause { pause_ms: options.pause.as_secs_f64() * 1000.0, latency_ms, reused_share })
 }
 
 #[cfg(test)]

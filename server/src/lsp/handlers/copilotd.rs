@@ -1,14 +1,17 @@
 //! copilotd's own requests: `copilotd/status`, `copilotd/reindex`, `copilotd/indexedFile`; and
-//! its notification `copilotd/suggestionFeedback`.
+//! its notifications `copilotd/suggestionFeedback` and `copilotd/warm`.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use tower_lsp_server::jsonrpc::{Error, Result};
+use tower_lsp_server::lsp_types::TextDocumentPositionParams;
 
 use super::super::backend::Backend;
+use super::super::documents::offset_at;
 use super::super::status::{IndexState, Status};
 use super::super::suggestions::{Report, METHOD};
+use super::inline_completion;
 use crate::engine::ModelState;
 
 pub fn status(backend: &Backend) -> Status {
@@ -41,6 +44,7 @@ pub fn status(backend: &Backend) -> Status {
         calibration: recent.calibration.map_or_else(none, |state| state.name().to_owned()),
         completions: recent.completions,
         generated_tokens: recent.generated_tokens,
+        warmed_tokens: recent.warmed_tokens,
         last: recent.last,
     }
 }
@@ -83,3 +87,27 @@ pub fn suggestion_feedback(backend: &Backend, params: &Value) {
         None => tracing::debug!("{METHOD} ignored: suggestion {} is unknown, expired or settled", report.id),
     }
 }
+
+/// `copilotd/warm`: the person is at `position` of the document (`TextDocumentPositionParams`),
+/// so the engine may prefill that place's prompt while the model idles. A malformed one, or one
+/// about an unknown document, a place outside it or a language not served, is ignored with a
+/// debug log line.
+pub fn warm(backend: &Backend, params: Value) {
+    let place = match serde_json::from_value::<TextDocumentPositionParams>(params) {
+        Ok(place) => place,
+        Err(problem) => return tracing::debug!("{WARM_METHOD} ignored: {problem}"),
+    };
+    let uri = place.text_document.uri;
+    let snapshot = match backend.documents.snapshot(&uri) {
+        Ok(snapshot) if backend.config().serves_language(&snapshot.language_id) => snapshot,
+        Ok(_) => return,
+        Err(problem) => return tracing::debug!("{WARM_METHOD} ignored: {problem}"),
+    };
+    match offset_at(&snapshot.text, place.position) {
+        Ok(cursor) => backend.engine.warm(inline_completion::job(backend, &uri, snapshot.text, cursor)),
+        Err(problem) => tracing::debug!("{WARM_METHOD} ignored: {problem}"),
+    }
+}
+
+/// The method of [`warm`].
+pub const WARM_METHOD: &str = "copilotd/warm";

@@ -1,5 +1,7 @@
 //! `textDocument/inlineCompletion`.
 
+use std::sync::Arc;
+
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::lsp_types::*;
 
@@ -8,6 +10,21 @@ use super::super::documents::offset_at;
 use super::super::errors::{document_error, service_error};
 use super::super::suggestions::ITEM_COMMAND;
 use crate::engine::Job;
+
+/// The job of a completion at byte `cursor` of `text`, the buffer of `uri`, with the settings
+/// in force.
+pub fn job(backend: &Backend, uri: &Uri, text: Arc<String>, cursor: usize) -> Job {
+    let config = backend.config();
+    Job {
+        text,
+        cursor,
+        path: backend.relative_path(uri),
+        max_tokens: config.max_tokens,
+        strategy: config.strategy,
+        sampling: config.sampling,
+        early_lines: config.early_lines,
+    }
+}
 
 pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result<Option<InlineCompletionResponse>> {
     let position = params.text_document_position.position;
@@ -21,15 +38,7 @@ pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result
     }
     let cursor = offset_at(&snapshot.text, position).map_err(|err| Error::invalid_params(err.to_string()))?;
     let ticket = backend.in_flight.begin(&uri);
-    let job = Job {
-        text: snapshot.text,
-        cursor,
-        path: backend.relative_path(&uri),
-        max_tokens: config.max_tokens,
-        strategy: config.strategy,
-        sampling: config.sampling,
-        early_lines: config.early_lines,
-    };
+    let job = job(backend, &uri, snapshot.text, cursor);
     let completion = backend.engine.complete(job, ticket.token().clone()).await.map_err(service_error)?;
     drop(ticket);
     let items = if completion.text.is_empty() {

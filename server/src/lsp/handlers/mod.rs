@@ -17,6 +17,8 @@ use super::backend::Backend;
 use super::guard::{guarded, guarded_sync};
 use super::status::Status;
 
+pub use copilotd::WARM_METHOD;
+
 /// tower-lsp's server type, on a shared backend (`Arc`) so tasks can outlive a call.
 pub struct Server(pub Arc<Backend>);
 
@@ -39,6 +41,11 @@ impl Server {
     /// `copilotd/suggestionFeedback` (a notification).
     pub async fn suggestion_feedback(&self, params: Value) {
         guarded_sync("copilotd/suggestionFeedback", || copilotd::suggestion_feedback(&self.0, &params));
+    }
+
+    /// `copilotd/warm` (a notification).
+    pub async fn warm(&self, params: Value) {
+        guarded_sync(copilotd::WARM_METHOD, || copilotd::warm(&self.0, params));
     }
 
     /// `copilotd/indexedFile`.

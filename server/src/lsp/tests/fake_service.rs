@@ -39,6 +39,8 @@ pub struct FakeService {
     jobs: Mutex<Vec<Job>>,
     /// Every verdict received, with the text of its suggestion, in order.
     verdicts: Mutex<Vec<(String, Verdict)>>,
+    /// Every place to warm received, in order.
+    warmed: Mutex<Vec<Job>>,
 }
 
 impl FakeService {
@@ -56,6 +58,10 @@ impl FakeService {
 
     pub fn verdicts(&self) -> Vec<(String, Verdict)> {
         lock(&self.verdicts).clone()
+    }
+
+    pub fn warmed(&self) -> Vec<Job> {
+        lock(&self.warmed).clone()
     }
 
     async fn run(&self, job: Job, cancel: CancelToken) -> Result<Completion, ServiceError> {
@@ -112,5 +118,9 @@ impl CompletionService for FakeService {
 
     fn feedback(&self, suggestion: &Completion, verdict: Verdict) {
         lock(&self.verdicts).push((suggestion.text.clone(), verdict));
+    }
+
+    fn warm(&self, job: Job) {
+        lock(&self.warmed).push(job);
     }
 }

@@ -1,6 +1,6 @@
 //! The language server against a fake completion service (no model): supersession,
-//! cancellation, every error code an editor can see, settings reaching the jobs, and the
-//! editors' feedback on suggestions.
+//! cancellation, every error code an editor can see, settings reaching the jobs, the
+//! editors' feedback on suggestions, and the places they ask to warm.
 
 mod errors;
 mod fake_service;
@@ -9,3 +9,4 @@ mod harness;
 mod session;
 mod settings;
 mod supersession;
+mod warm;
