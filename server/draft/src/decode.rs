@@ -173,8 +173,7 @@ impl<M: TreeModel> Session<M> {
         self.cached.truncate(held);
         let result = f(&mut self.model);
         if self.model.cache_len() < held {
-            self.cached.clear();
-            self.model.truncate(0);
+            self.forget_cache();
         } else {
             self.model.truncate(held);
         }
@@ -183,9 +182,14 @@ impl<M: TreeModel> Session<M> {
 
     pub fn model_mut(&mut self) -> &mut M {
         // Direct model access invalidates what we know of the cache.
-        self.cached.clear();
-        self.model.truncate(0);
+        self.forget_cache();
         &mut self.model
+    }
+
+    /// Empties the cache, and what is known of it.
+    fn forget_cache(&mut self) {
+        self.model.truncate(0);
+        self.cached.clear();
     }
 
     /// Prefills `prompt` ahead of the request that will want it (or a prompt that begins like
@@ -202,8 +206,7 @@ impl<M: TreeModel> Session<M> {
                 break;
             }
             if let Err(error) = self.model.prefill(piece) {
-                self.model.truncate(0);
-                self.cached.clear();
+                self.forget_cache();
                 return Err(DecodeError::Model(error));
             }
             self.cached.extend_from_slice(piece);
@@ -235,8 +238,7 @@ impl<M: TreeModel> Session<M> {
                 Ok((logits, reuse))
             }
             Err(error) => {
-                self.model.truncate(0);
-                self.cached.clear();
+                self.forget_cache();
                 Err(DecodeError::Model(error))
             }
         }
@@ -257,8 +259,7 @@ impl<M: TreeModel> Session<M> {
         if matches!(outcome, Err(DecodeError::Model(_))) {
             // A failed step may leave the cache out of step with `cached` (a cancelled
             // generation stops between steps, with both in step: its prefix stays reusable).
-            self.model.truncate(0);
-            self.cached.clear();
+            self.forget_cache();
         }
         outcome
     }

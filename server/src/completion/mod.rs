@@ -383,10 +383,7 @@ impl Completer {
         lines: &mut (dyn FnMut(Completion) + Send),
     ) -> Result<Completion, CompletionError> {
         let text = request.text;
-        if request.cursor > text.len() || !text.is_char_boundary(request.cursor) {
-            return Err(CompletionError::InvalidCursor(request.cursor));
-        }
-        let prompt = self.prompt(request)?;
+        let prompt = self.checked_prompt(request)?;
         if prompt.tokens.is_empty() {
             return Ok(self.empty_completion(request.strategy));
         }
@@ -462,14 +459,19 @@ impl Completer {
     /// whose prompt begins the same) reuses the work; [`WARM_PIECE`] tokens at a time, until
     /// `stop` says to give the model back. Returns the tokens prefilled.
     pub fn warm(&mut self, request: &CompletionRequest, stop: &dyn Fn() -> bool) -> Result<usize, CompletionError> {
-        if request.cursor > request.text.len() || !request.text.is_char_boundary(request.cursor) {
-            return Err(CompletionError::InvalidCursor(request.cursor));
-        }
-        let prompt = self.prompt(request)?;
+        let prompt = self.checked_prompt(request)?;
         if prompt.tokens.is_empty() {
             return Ok(0);
         }
         Ok(self.session.warm(&prompt.tokens, WARM_PIECE, stop)?)
+    }
+
+    /// [`Self::prompt`], once the request's cursor is checked to be a character boundary in its text.
+    fn checked_prompt(&self, request: &CompletionRequest) -> Result<prompt::Prompt, CompletionError> {
+        if request.cursor > request.text.len() || !request.text.is_char_boundary(request.cursor) {
+            return Err(CompletionError::InvalidCursor(request.cursor));
+        }
+        Ok(self.prompt(request)?)
     }
 
     /// The prompt of a request (its cursor checked by the caller): FIM when the model has FIM
