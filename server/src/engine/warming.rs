@@ -3,8 +3,9 @@
 //! the first completion there reuses the work instead of paying for a cold prefill (about 3 s
 //! for 2,000 prompt tokens on two cores). A request, or a later warm-up, makes a warm-up give
 //! the model back within one [`WARM_PIECE`](crate::completion) of prefill; what it prefilled
-//! stays reusable. A warm-up never waits for the model: a generation or the calibration on it
-//! means the prompt cache is already in use.
+//! stays reusable. A warm-up waits its turn for the model behind a generation or the calibration,
+//! and gives way at once if a request or a later warm-up came meanwhile: two names in quick
+//! succession (an editor's focus event, then the buffer's) leave the later one warming.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -42,9 +43,12 @@ impl Warming {
     }
 }
 
-/// Warm-up `id`: prefills the prompt of `job` if the model is free and nothing came since.
+/// Warm-up `id`: prefills the prompt of `job` once it has the model, unless something came since.
 pub async fn run(warming: Arc<Warming>, completer: Arc<tokio::sync::Mutex<Completer>>, job: Job, id: u64) {
-    let Ok(mut completer) = completer.try_lock_owned() else { return };
+    if warming.given_way(id) {
+        return;
+    }
+    let mut completer = completer.lock_owned().await;
     if warming.given_way(id) {
         return;
     }
