@@ -5,7 +5,9 @@
 //! rest of the file below), the document is opened and completed at the cut (*cold*: the
 //! previous prompt was another file, so nothing is reused), then the line's next character is
 //! typed and the document completed again (*warm*: the prompt differs by a keystroke, so the
-//! cached prompt is reused).
+//! cached prompt is reused). Before those, a server of its own opens the first sample, names its
+//! place as the editors do (`copilotd/warm`) and is asked a pause later (*after a pause*: the
+//! prompt was prefilled meanwhile).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
