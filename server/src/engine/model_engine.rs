@@ -302,11 +302,8 @@ impl ModelEngine {
 
     /// The loaded model, waiting while it loads.
     async fn ready(&self, cancel: &CancelToken) -> Result<Arc<Loaded>, ServiceError> {
-        let mut states = self.load.subscribe();
-        // Idle: the load has not been asked for yet; it will be.
-        let waiting = states.wait_for(|state| !matches!(state, Load::Idle | Load::Loading { .. }));
         let state = tokio::select! {
-            state = waiting => state.map(|state| state.clone()).unwrap_or(Load::Idle),
+            state = settled(self.load.subscribe()) => state,
             reason = cancel.cancelled() => return Err(ServiceError::Cancelled(reason)),
         };
         match state {
@@ -455,16 +452,11 @@ impl CompletionService for ModelEngine {
 
     fn warm(&self, job: Job) {
         let id = self.warming.start();
-        let (warming, mut states) = (Arc::clone(&self.warming), self.load.subscribe());
+        let (warming, states) = (Arc::clone(&self.warming), self.load.subscribe());
         tokio::spawn(async move {
-            let loaded = match states.wait_for(|state| !matches!(state, Load::Idle | Load::Loading { .. })).await {
-                Ok(state) => match &*state {
-                    Load::Ready(loaded) => Arc::clone(loaded),
-                    _ => return,
-                },
-                Err(_) => return,
-            };
-            warming::run(warming, Arc::clone(&loaded.completer), job, id).await;
+            if let Load::Ready(loaded) = settled(states).await {
+                warming::run(warming, Arc::clone(&loaded.completer), job, id).await;
+            }
         });
     }
 
@@ -481,6 +473,13 @@ impl CompletionService for ModelEngine {
             loaded.prepare_next(&suggestion.text);
         }
     }
+}
+
+/// The model's state once a load has ended (ready or failed), waiting while it has not: idle, the
+/// load has not been asked for yet, and it will be. `Idle` if the engine is gone.
+async fn settled(mut states: watch::Receiver<Load>) -> Load {
+    let waiting = states.wait_for(|state| !matches!(state, Load::Idle | Load::Loading { .. })).await;
+    waiting.map(|state| state.clone()).unwrap_or(Load::Idle)
 }
 
 /// Runs `job` on the model `completer` holds, on a blocking thread, as the registered generation

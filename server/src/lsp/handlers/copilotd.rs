@@ -97,14 +97,14 @@ pub fn warm(backend: &Backend, params: Value) {
         Ok(place) => place,
         Err(problem) => return tracing::debug!("{WARM_METHOD} ignored: {problem}"),
     };
-    let uri = place.text_document.uri;
+    let (uri, config) = (place.text_document.uri, backend.config());
     let snapshot = match backend.documents.snapshot(&uri) {
-        Ok(snapshot) if backend.config().serves_language(&snapshot.language_id) => snapshot,
+        Ok(snapshot) if config.serves_language(&snapshot.language_id) => snapshot,
         Ok(_) => return,
         Err(problem) => return tracing::debug!("{WARM_METHOD} ignored: {problem}"),
     };
     match offset_at(&snapshot.text, place.position) {
-        Ok(cursor) => backend.engine.warm(inline_completion::job(backend, &uri, snapshot.text, cursor)),
+        Ok(cursor) => backend.engine.warm(inline_completion::job(backend, &config, &uri, snapshot.text, cursor)),
         Err(problem) => tracing::debug!("{WARM_METHOD} ignored: {problem}"),
     }
 }

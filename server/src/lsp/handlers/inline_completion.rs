@@ -9,12 +9,12 @@ use super::super::backend::Backend;
 use super::super::documents::offset_at;
 use super::super::errors::{document_error, service_error};
 use super::super::suggestions::ITEM_COMMAND;
+use crate::config::Config;
 use crate::engine::Job;
 
 /// The job of a completion at byte `cursor` of `text`, the buffer of `uri`, with the settings
-/// in force.
-pub fn job(backend: &Backend, uri: &Uri, text: Arc<String>, cursor: usize) -> Job {
-    let config = backend.config();
+/// `config` (those in force, read once by the caller).
+pub fn job(backend: &Backend, config: &Config, uri: &Uri, text: Arc<String>, cursor: usize) -> Job {
     Job {
         text,
         cursor,
@@ -38,7 +38,7 @@ pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result
     }
     let cursor = offset_at(&snapshot.text, position).map_err(|err| Error::invalid_params(err.to_string()))?;
     let ticket = backend.in_flight.begin(&uri);
-    let job = job(backend, &uri, snapshot.text, cursor);
+    let job = job(backend, &config, &uri, snapshot.text, cursor);
     let completion = backend.engine.complete(job, ticket.token().clone()).await.map_err(service_error)?;
     drop(ticket);
     let items = if completion.text.is_empty() {
