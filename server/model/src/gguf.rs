@@ -5,6 +5,7 @@ use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::Device;
 use std::collections::HashMap;
 use std::fs::File;
+use std::io::BufReader;
 use std::path::Path;
 
 use crate::config::{Config, Family, RopeStyle};
@@ -128,12 +129,16 @@ fn int(v: &Value) -> Option<i64> {
 /// An open GGUF file: parsed header plus the handle its tensors are read from.
 pub(crate) struct GgufFile {
     content: Content,
-    file: File,
+    /// Buffered: the header is read a few bytes at a time (a string's length, then the
+    /// string), some 100,000 reads for a vocabulary of 49,152 tokens and its merges; unbuffered
+    /// they took a fifth of a second, a system call each.
+    file: BufReader<File>,
 }
 
 impl GgufFile {
     pub fn open(path: &Path) -> Result<Self> {
-        let mut file = File::open(path).with_context(|| format!("cannot open model file {}", path.display()))?;
+        let file = File::open(path).with_context(|| format!("cannot open model file {}", path.display()))?;
+        let mut file = BufReader::new(file);
         let content = Content::read(&mut file).map_err(|e| {
             let message = first_line(&e);
             match message.strip_prefix("unknown dtype for tensor ").and_then(|t| t.parse::<u32>().ok()) {

@@ -171,6 +171,18 @@ impl BlockValues {
         }
     }
 
+    /// Puts `later`'s blocks after these (both of whole super-blocks, for Q4_K).
+    fn append(&mut self, later: BlockValues) {
+        match (self, later) {
+            (BlockValues::Halves(h), BlockValues::Halves(more)) => h.extend(more),
+            (BlockValues::Coded { factors, codes }, BlockValues::Coded { factors: f, codes: c }) => {
+                factors.extend(f);
+                codes.extend(c);
+            }
+            _ => unreachable!("block values of one code appended to another's"),
+        }
+    }
+
     /// Block `index` as f32.
     fn get(&self, index: usize) -> f32 {
         match self {
@@ -219,8 +231,8 @@ impl FourBit {
     /// The blocks of 32 of one stored block, in order (GGML order within a block of 32:
     /// value `i` in the low nibble of byte `i`, value `i + 16` in its high nibble; within a
     /// Q4_K super-block, blocks `2p` and `2p + 1` share bytes `32p…32p + 31`, low and high
-    /// nibbles).
-    fn decode(self, block: &[u8]) -> Vec<Decoded> {
+    /// nibbles), added to `out`.
+    fn decode(self, block: &[u8], out: &mut Vec<Decoded>) {
         let half = |at: usize| half::f16::from_le_bytes([block[at], block[at + 1]]).to_f32();
         match self {
             FourBit::Q4_0 | FourBit::Q4_1 => {
@@ -229,25 +241,23 @@ impl FourBit {
                 let (min, quants) =
                     if self == FourBit::Q4_0 { (-8.0 * scale, &block[2..18]) } else { (half(2), &block[4..20]) };
                 let values = std::array::from_fn(|i| if i < 16 { quants[i] & 0x0F } else { quants[i - 16] >> 4 });
-                vec![(BlockValue::plain(scale), BlockValue::plain(min), values)]
+                out.push((BlockValue::plain(scale), BlockValue::plain(min), values));
             }
             FourBit::Q4K => {
                 let (d, dmin, packed, quants) = (half(0), half(2), &block[4..16], &block[16..144]);
-                (0..8)
-                    .map(|b| {
-                        let (sc, m) = if b < 4 {
-                            (packed[b] & 63, packed[b + 4] & 63)
-                        } else {
-                            (
-                                (packed[b + 4] & 0x0F) | ((packed[b - 4] >> 6) << 4),
-                                (packed[b + 4] >> 4) | ((packed[b] >> 6) << 4),
-                            )
-                        };
-                        let bytes = &quants[32 * (b / 2)..][..32];
-                        let values = std::array::from_fn(|i| if b % 2 == 0 { bytes[i] & 0x0F } else { bytes[i] >> 4 });
-                        (BlockValue { factor: d, code: sc }, BlockValue { factor: -dmin, code: m }, values)
-                    })
-                    .collect()
+                out.extend((0..8).map(|b| {
+                    let (sc, m) = if b < 4 {
+                        (packed[b] & 63, packed[b + 4] & 63)
+                    } else {
+                        (
+                            (packed[b + 4] & 0x0F) | ((packed[b - 4] >> 6) << 4),
+                            (packed[b + 4] >> 4) | ((packed[b] >> 6) << 4),
+                        )
+                    };
+                    let bytes = &quants[32 * (b / 2)..][..32];
+                    let values = std::array::from_fn(|i| if b % 2 == 0 { bytes[i] & 0x0F } else { bytes[i] >> 4 });
+                    (BlockValue { factor: d, code: sc }, BlockValue { factor: -dmin, code: m }, values)
+                }));
             }
         }
     }
@@ -353,9 +363,64 @@ fn spans(width: usize, vectors: usize) -> impl Iterator<Item = Span> {
         .chain((0..tail).map(move |t| Span { start: full * vectors * VECTOR + t * VECTOR, vectors: 1 }))
 }
 
+/// Consecutive rows of 4-bit weights in the kernels' layout: values packed two to a byte in
+/// span order, and their blocks' scales and mins.
+struct NibbleRows {
+    packed: Vec<u8>,
+    scales: BlockValues,
+    mins: BlockValues,
+}
+
+impl NibbleRows {
+    /// Reorders the GGUF blocks of whole rows (`row_bytes` each) into rows `width` values wide.
+    fn convert(code: FourBit, stored_rows: &[u8], row_bytes: usize, width: usize) -> NibbleRows {
+        let rows = stored_rows.len() / row_bytes;
+        let mut packed = vec![0u8; rows * width / 2];
+        let mut scales = BlockValues::zeros(code, rows * width / BLOCK);
+        let mut mins = BlockValues::zeros(code, rows * width / BLOCK);
+        // Where each value of each block of a span goes: the same in every span of a kind.
+        let places = |vectors: usize| -> Vec<[(usize, u32); BLOCK]> {
+            let span = Span { start: 0, vectors };
+            (0..span.blocks()).map(|b| indexed(|e| span.packed(span.position(b, e)))).collect()
+        };
+        let (full_places, tail_places) = (places(SPAN_VECTORS), places(1));
+        let mut decoded = Vec::with_capacity(width / BLOCK);
+        for (row, stored) in stored_rows.chunks_exact(row_bytes).enumerate() {
+            decoded.clear();
+            for block in stored.chunks_exact(code.block_bytes()) {
+                code.decode(block, &mut decoded);
+            }
+            let packed_row = &mut packed[row * width / 2..][..width / 2];
+            for span in spans(width, SPAN_VECTORS) {
+                let places = if span.vectors == 1 { &tail_places } else { &full_places };
+                let span_bytes = &mut packed_row[span.start / 2..];
+                for (b, block_places) in places.iter().enumerate() {
+                    let Some(&(scale, min, values)) = decoded.get(span.start / BLOCK + b) else {
+                        continue; // padding: scale and min stay 0
+                    };
+                    let index = (row * width + span.start) / BLOCK + b;
+                    scales.set(index, scale);
+                    mins.set(index, min);
+                    for (&q, &(byte, shift)) in values.iter().zip(block_places) {
+                        span_bytes[byte] |= q << shift;
+                    }
+                }
+            }
+        }
+        NibbleRows { packed, scales, mins }
+    }
+
+    /// Puts `later`'s rows after these.
+    fn append(&mut self, later: NibbleRows) {
+        self.packed.extend(later.packed);
+        self.scales.append(later.scales);
+        self.mins.append(later.mins);
+    }
+}
+
 impl QuantMatrix {
     /// Quantizes row-major f32 weights `[rows, cols]`, to be multiplied on `kernel` (which
-    /// the CPU must support).
+    /// the CPU must support). Rows quantize independently, a range of them on each thread.
     pub fn quantize(weights: &[f32], rows: usize, cols: usize, kernel: Kernel) -> QuantMatrix {
         assert!(kernel.is_supported(), "this CPU cannot run the {kernel} kernel");
         assert_eq!(weights.len(), rows * cols, "weights must be rows × cols");
@@ -372,33 +437,22 @@ impl QuantMatrix {
 
     /// Keeps 4-bit weights `[rows, cols]` given as GGUF blocks (`cols` a multiple of the
     /// code's block) exactly, to be multiplied on `kernel` (which the CPU must support).
+    /// Rows convert independently, a range of them on each thread.
     pub fn from_four_bit(code: FourBit, blocks: &[u8], rows: usize, cols: usize, kernel: Kernel) -> QuantMatrix {
         assert!(kernel.is_supported(), "this CPU cannot run the {kernel} kernel");
         assert_eq!(cols % code.block_values(), 0, "4-bit rows are whole blocks");
         let row_bytes = cols / code.block_values() * code.block_bytes();
         assert_eq!(blocks.len(), rows * row_bytes, "blocks must cover rows × cols");
         let width = cols.next_multiple_of(VECTOR);
-        let mut packed = vec![0u8; rows * width / 2];
-        let mut scales = BlockValues::zeros(code, rows * width / BLOCK);
-        let mut mins = BlockValues::zeros(code, rows * width / BLOCK);
-        for (row, stored) in blocks.chunks_exact(row_bytes).enumerate() {
-            let decoded: Vec<Decoded> = stored.chunks_exact(code.block_bytes()).flat_map(|b| code.decode(b)).collect();
-            let packed_row = &mut packed[row * width / 2..][..width / 2];
-            for span in spans(width, SPAN_VECTORS) {
-                for b in 0..span.blocks() {
-                    let index = (row * width + span.start) / BLOCK + b;
-                    let Some(&(scale, min, values)) = decoded.get(span.start / BLOCK + b) else {
-                        continue; // padding: scale and min stay 0
-                    };
-                    scales.set(index, scale);
-                    mins.set(index, min);
-                    for (e, &q) in values.iter().enumerate() {
-                        let (byte, shift) = span.packed(span.position(b, e));
-                        packed_row[span.start / 2 + byte] |= q << shift;
-                    }
-                }
-            }
+        let mut parts = crate::threads::map_ranges(rows, |range| {
+            NibbleRows::convert(code, &blocks[range.start * row_bytes..range.end * row_bytes], row_bytes, width)
+        })
+        .into_iter();
+        let mut all = parts.next().unwrap_or_else(|| NibbleRows::convert(code, &[], row_bytes, width));
+        for part in parts {
+            all.append(part);
         }
+        let NibbleRows { packed, scales, mins } = all;
         QuantMatrix { rows, cols, width, kernel, values: Values::Nibbles { packed, scales, mins } }
     }
 
@@ -920,9 +974,8 @@ mod tests {
                 FourBit::Q4_0 => blocks.chunks_exact(20).flat_map(|b| b[..2].iter().chain(&b[4..]).copied()).collect(),
                 FourBit::Q4K => unreachable!("Q4_K has a test of its own"),
             };
-            let stored: Vec<f32> = blocks
-                .chunks_exact(code.block_bytes())
-                .flat_map(|b| code.decode(b))
+            let stored: Vec<f32> = decoded(code, &blocks)
+                .into_iter()
                 .flat_map(|(scale, min, values)| values.map(|q| scale.value() * q as f32 + min.value()))
                 .collect();
             let got = product(&QuantMatrix::from_four_bit(code, &blocks, rows, cols, Kernel::best()), &x, m);
@@ -955,15 +1008,24 @@ mod tests {
         }
     }
 
+    /// The blocks of 32 of every stored block in `blocks`.
+    fn decoded(code: FourBit, blocks: &[u8]) -> Vec<Decoded> {
+        let mut out = Vec::new();
+        for block in blocks.chunks_exact(code.block_bytes()) {
+            code.decode(block, &mut out);
+        }
+        out
+    }
+
     #[test]
     fn four_bit_blocks_decode_as_gguf_stores_them() {
         let mut q4_1 = vec![0u8; 20];
         q4_1[..2].copy_from_slice(&half::f16::from_f32(0.5).to_le_bytes());
         q4_1[2..4].copy_from_slice(&half::f16::from_f32(-1.0).to_le_bytes());
         q4_1[4] = 0x3A; // value 0 = 0xA, value 16 = 0x3
-        let (scale, min, values) = FourBit::Q4_1.decode(&q4_1)[0];
+        let (scale, min, values) = decoded(FourBit::Q4_1, &q4_1)[0];
         assert_eq!((scale.value(), min.value(), values[0], values[16], values[1]), (0.5, -1.0, 10, 3, 0));
-        let (scale, min, values) = FourBit::Q4_0.decode(&[&q4_1[..2], &q4_1[4..]].concat())[0];
+        let (scale, min, values) = decoded(FourBit::Q4_0, &[&q4_1[..2], &q4_1[4..]].concat())[0];
         assert_eq!((scale.value(), min.value(), values[0], values[16]), (0.5, -4.0, 10, 3));
     }
 
@@ -993,13 +1055,12 @@ mod tests {
 
     #[test]
     fn q4_k_blocks_decode_to_what_ggml_decodes() {
-        let (blocks, decoded) = q4_k(3, 512, 53);
-        let ours: Vec<f32> = blocks
-            .chunks_exact(FourBit::Q4K.block_bytes())
-            .flat_map(|b| FourBit::Q4K.decode(b))
+        let (blocks, ggml) = q4_k(3, 512, 53);
+        let ours: Vec<f32> = decoded(FourBit::Q4K, &blocks)
+            .into_iter()
             .flat_map(|(scale, min, values)| values.map(|q| scale.value() * q as f32 + min.value()))
             .collect();
-        assert_eq!(ours, decoded);
+        assert_eq!(ours, ggml);
     }
 
     #[test]
