@@ -44,6 +44,9 @@ pub struct Config {
     /// more to come (the editors ask again for the rest); off: answers wait for the whole
     /// suggestion.
     pub early_lines: bool,
+    /// The place an editor names (`copilotd/warm`) is prefilled while the model idles; off:
+    /// those notifications are ignored, and the model works only when asked to complete.
+    pub warm: bool,
 }
 
 impl Default for Config {
@@ -59,6 +62,7 @@ impl Default for Config {
             fim: true,
             repo_context: true,
             early_lines: true,
+            warm: true,
         }
     }
 }
@@ -73,7 +77,7 @@ pub enum Naming {
 }
 
 /// The settings, by their snake_case name.
-const SETTINGS: [&str; 12] = [
+const SETTINGS: [&str; 13] = [
     "model",
     "strategy",
     "max_tokens",
@@ -86,6 +90,7 @@ const SETTINGS: [&str; 12] = [
     "fim",
     "repo_context",
     "early_lines",
+    "warm",
 ];
 
 fn spelled(name: &str, naming: Naming) -> String {
@@ -215,6 +220,7 @@ impl Config {
             ("fim", _) => self.fim = boolean(value, defaults.fim)?,
             ("repo_context", _) => self.repo_context = boolean(value, defaults.repo_context)?,
             ("early_lines", _) => self.early_lines = boolean(value, defaults.early_lines)?,
+            ("warm", _) => self.warm = boolean(value, defaults.warm)?,
             _ => unreachable!("`{name}` is not in SETTINGS"),
         }
         Ok(())
@@ -305,13 +311,13 @@ mod tests {
     fn client_settings_use_camel_case() {
         let mut config = Config::default();
         let warnings = config.apply(
-            &json!({"maxTokens": 16, "languages": ["python", "rust"], "fim": false, "repoContext": false, "earlyLines": false}),
+            &json!({"maxTokens": 16, "languages": ["python", "rust"], "fim": false, "repoContext": false, "earlyLines": false, "warm": false}),
             Naming::CamelCase,
         );
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.max_tokens, 16);
-        assert!(!config.fim && !config.repo_context && !config.early_lines);
-        assert!(Config::default().early_lines);
+        assert!(!config.fim && !config.repo_context && !config.early_lines && !config.warm);
+        assert!(Config::default().early_lines && Config::default().warm);
         assert!(config.serves_language("rust"));
         // The snake_case spelling is not a client setting.
         let warnings = config.apply(&json!({"max_tokens": 8}), Naming::CamelCase);
@@ -324,11 +330,11 @@ mod tests {
         let mut config = Config::default();
         config.apply(&json!({"maxTokens": 16, "strategy": "ar"}), Naming::CamelCase);
         let warnings = config.apply(
-            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7, "fim": "no", "repoContext": 1, "earlyLines": "yes"}),
+            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7, "fim": "no", "repoContext": 1, "earlyLines": "yes", "warm": 0}),
             Naming::CamelCase,
         );
-        assert_eq!(warnings.len(), 8, "{warnings:?}");
-        assert!(config.fim && config.repo_context && config.early_lines);
+        assert_eq!(warnings.len(), 9, "{warnings:?}");
+        assert!(config.fim && config.repo_context && config.early_lines && config.warm);
         assert_eq!(config.max_tokens, 16);
         assert_eq!(config.strategy, Strategy::Ar);
         assert_eq!(config.threads, None);

@@ -89,15 +89,19 @@ pub fn suggestion_feedback(backend: &Backend, params: &Value) {
 }
 
 /// `copilotd/warm`: the person is at `position` of the document (`TextDocumentPositionParams`),
-/// so the engine may prefill that place's prompt while the model idles. A malformed one, or one
-/// about an unknown document, a place outside it or a language not served, is ignored with a
-/// debug log line.
+/// so the engine may prefill that place's prompt while the model idles, unless the `warm` setting
+/// is off. A malformed one, or one about an unknown document, a place outside it or a language
+/// not served, is ignored with a debug log line.
 pub fn warm(backend: &Backend, params: Value) {
+    let config = backend.config();
+    if !config.warm {
+        return tracing::debug!("{WARM_METHOD} ignored: the `warm` setting is off");
+    }
     let place = match serde_json::from_value::<TextDocumentPositionParams>(params) {
         Ok(place) => place,
         Err(problem) => return tracing::debug!("{WARM_METHOD} ignored: {problem}"),
     };
-    let (uri, config) = (place.text_document.uri, backend.config());
+    let uri = place.text_document.uri;
     let snapshot = match backend.documents.snapshot(&uri) {
         Ok(snapshot) if config.serves_language(&snapshot.language_id) => snapshot,
         Ok(_) => return,

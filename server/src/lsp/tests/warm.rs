@@ -43,3 +43,20 @@ async fn a_named_place_reaches_the_service_and_bad_ones_are_ignored() {
     let answered = editor.complete("a.py", 1, 5).await;
     assert!(editor.response(answered).await.get("result").is_some());
 }
+
+#[tokio::test]
+async fn named_places_are_ignored_while_the_warm_setting_is_off() {
+    let service = Arc::new(FakeService::default());
+    let mut editor = Editor::start(Arc::clone(&service)).await;
+    editor.open("a.py", "x = 1\n").await;
+    let place = json!({"textDocument": {"uri": uri("a.py")}, "position": {"line": 0, "character": 4}});
+    let set_warm = |on: bool| json!({"settings": {"copilotd": {"warm": on}}});
+
+    editor.notify("workspace/didChangeConfiguration", set_warm(false)).await;
+    warm(&mut editor, place.clone()).await;
+    assert!(service.warmed().is_empty());
+
+    editor.notify("workspace/didChangeConfiguration", set_warm(true)).await;
+    warm(&mut editor, place).await;
+    assert_eq!(service.warmed().len(), 1);
+}
