@@ -26,6 +26,8 @@ mod tests;
 pub mod transport;
 pub mod workspace_link;
 
+pub use handlers::WARM_METHOD;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::client::StdioClient;
+use copilotd_server::lsp::WARM_METHOD;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -267,7 +268,7 @@ fn first_after_pause(options: &LspBenchOptions, sample: &(&Path, &str, Cut)) -> 
     let (mut client, _) = start(options)?;
     let uri = open_cut(&mut client, sample, 0)?;
     let position = json!({"line": sample.2.line, "character": sample.2.column});
-    client.notify("copilotd/warm", json!({"textDocument": {"uri": uri}, "position": position}))?;
+    client.notify(WARM_METHOD, json!({"textDocument": {"uri": uri}, "position": position}))?;
     std::thread::sleep(options.pause);
     let (latency_ms, _) = latency(&mut client, &uri, sample.2.line, sample.2.column)?;
     let (_, reused_share) = last_figures(&mut client)?;

@@ -2,7 +2,8 @@
 //! `copilotd --stdio`, as an editor drives it.
 //!
 //! For each task (a function body cut out of a benchmark package, see [`crate::tasks`]) the
-//! file is opened with the body removed, and the body is typed back at a person's pace
+//! file is opened with the body removed, its cursor's place named (`copilotd/warm`, as the editors
+//! do when a buffer gets the focus), and the body is typed back at once at a person's pace
 //! ([`Pace`]). Every keystroke is a `didChange`; 75 ms after the last one (the Neovim plugin's
 //! debounce) an `inlineCompletion` request goes out, and a keystroke while it runs cancels it
 //! (`$/cancelRequest`), as editors do; an answer with more lines to come (the suggestion's first
@@ -32,6 +33,7 @@ use super::latency::{percentile, wait_for_model};
 use super::typist::{accepted_len, is_useful, Pace};
 use crate::tasks::Task;
 use copilotd_server::lsp::suggestions::METHOD as FEEDBACK;
+use copilotd_server::lsp::WARM_METHOD;
 use copilotd_server::workspace::paths::workspace_preferences_path;
 
 /// The debounce between the last keystroke and the request, in the Neovim plugin.
@@ -346,6 +348,12 @@ fn type_body(
     let mut text = task.cut_text.clone();
     let mut version = 1;
     open(client, &uri, &text)?;
+    // The editor names the cursor's place as the buffer gets the focus; typing starts at once.
+    let (line, character) = position_at(&text, task.cursor);
+    client.notify(
+        WARM_METHOD,
+        json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}),
+    )?;
     let mut pace = Pace::new(seed);
     let mut done = 0; // bytes of `body` in the document
     let mut shown = String::new(); // the suggestion on screen, from the cursor
