@@ -139,6 +139,29 @@ fn a_place_warmed_ahead_is_completed_from_its_prefilled_prompt_with_the_same_tex
 }
 
 #[test]
+fn going_back_to_a_file_reuses_its_prompt_set_aside_with_the_same_text() {
+    let model = model_path();
+    let _serial = serial();
+    let (_workspace, mut harness, uri) = inventory_session(&model, 16);
+    let client = &mut harness.client;
+    let first = complete(client, &uri, 28, 8);
+    let prompt = last_stats(client)["prompt_tokens"].as_u64().unwrap();
+
+    // Another file, whose prompt shares nothing with the first: its own cache.
+    let other = "file:///tmp/copilotd-back/other.py";
+    open(client, other, "import os\n\n\ndef home():\n    return os.path.expanduser(\"~\")\n\n\ndef ");
+    complete(client, other, 7, 4);
+    assert_eq!(last_stats(client)["reused_prompt_tokens"], 0);
+
+    // Back to the first file: its prompt was set aside, not overwritten.
+    let again = complete(client, &uri, 28, 8);
+    let stats = last_stats(client);
+    assert_eq!(stats["reused_prompt_tokens"].as_u64(), Some(prompt - 1), "{stats}");
+    assert_eq!(again, first, "a cache set aside and put back must not change the completion");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
+#[test]
 fn typing_what_was_suggested_is_answered_from_the_suggestion() {
     let model = model_path();
     let _serial = serial();

@@ -5,6 +5,7 @@
 use crate::budget::BudgetPolicy;
 use crate::cancel::{CancelToken, Cancelled};
 use crate::drafter::{AcceptedDraft, Candidate, Drafter, VerifiedStep};
+use crate::parked::{shared_prefix, ParkedCaches};
 use crate::tree::{self, DraftTree};
 use crate::verify::{self, SamplingParams};
 use anyhow::Result;
@@ -23,6 +24,15 @@ pub trait TreeModel {
     fn forward_tree(&mut self, tokens: &[u32], parents: &[Option<usize>]) -> Result<Vec<f32>>;
     /// Keeps these nodes of the last tree (root first) in the cache.
     fn keep_path(&mut self, path: &[usize]) -> Result<()>;
+
+    /// A KV cache, which a session may set aside and put back.
+    type Cache;
+    /// A copy of the first `len` entries of the cache.
+    fn copy_cache(&self, len: usize) -> Self::Cache;
+    /// Puts `cache` in place of the model's cache, and the model's in `cache`.
+    fn swap_cache(&mut self, cache: &mut Self::Cache);
+    /// Bytes of memory `cache` holds.
+    fn cache_bytes(cache: &Self::Cache) -> usize;
 }
 
 /// Why a generation ended with its text.
@@ -139,11 +149,18 @@ pub struct DecodeHooks<'a> {
     pub cancel: &'a CancelToken,
 }
 
+/// Earlier prompts' caches a session keeps besides the live one, and the memory they may hold
+/// together: two to five 2,048-token prompts of the default model, none of a 7B model's.
+const PARKED_CACHES: usize = 4;
+const PARKED_CACHE_BYTES: usize = 256 << 20;
+
 /// Owns a model plus the tokens its KV cache holds, so consecutive requests
-/// reuse their longest common prompt prefix.
+/// reuse their longest common prompt prefix; the caches of earlier prompts that a prompt would
+/// have overwritten are set aside, for a prompt that begins like one of them.
 pub struct Session<M: TreeModel> {
     model: M,
     cached: Vec<u32>,
+    parked: ParkedCaches<M::Cache>,
     /// Tokens generated since the session started, cancelled generations included: the
     /// work done, whether or not anyone saw its result.
     generated: u64,
@@ -151,7 +168,12 @@ pub struct Session<M: TreeModel> {
 
 impl<M: TreeModel> Session<M> {
     pub fn new(model: M) -> Self {
-        Session { model, cached: Vec::new(), generated: 0 }
+        Session {
+            model,
+            cached: Vec::new(),
+            parked: ParkedCaches::new(PARKED_CACHES, PARKED_CACHE_BYTES),
+            generated: 0,
+        }
     }
 
     /// Tokens generated since the session started, cancelled generations included.
@@ -197,6 +219,7 @@ impl<M: TreeModel> Session<M> {
     /// says to give the model back; what was prefilled stays for the next prompt to reuse.
     /// Returns the tokens newly prefilled.
     pub fn warm(&mut self, prompt: &[u32], piece: usize, stop: &dyn Fn() -> bool) -> Result<usize, DecodeError> {
+        self.choose_cache(prompt);
         let common = self.common_prefix(prompt);
         self.model.truncate(common);
         self.cached.truncate(common);
@@ -217,8 +240,36 @@ impl<M: TreeModel> Session<M> {
 
     /// Tokens at the start of `prompt` whose KV entries the cache holds.
     fn common_prefix(&self, prompt: &[u32]) -> usize {
-        let common = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-        common.min(self.model.cache_len())
+        shared_prefix(&self.cached, prompt).min(self.model.cache_len())
+    }
+
+    /// Makes the live cache the one that shares the longest prefix with `prompt`: a cache set
+    /// aside that shares more than the live one takes its place. A cache that `prompt` would
+    /// keep less than half of is set aside whole, and what `prompt` keeps of it is copied, so
+    /// that a prompt beginning like the old one finds all of it later.
+    fn choose_cache(&mut self, prompt: &[u32]) {
+        let held = self.model.cache_len().min(self.cached.len());
+        self.model.truncate(held);
+        self.cached.truncate(held);
+        if let Some(mut parked) = self.parked.take_longest(prompt, self.common_prefix(prompt)) {
+            self.model.swap_cache(&mut parked.cache);
+            std::mem::swap(&mut self.cached, &mut parked.tokens);
+            if 2 * shared_prefix(&parked.tokens, prompt) < parked.tokens.len() {
+                self.set_aside(parked.tokens, parked.cache);
+            }
+        }
+        let kept = self.common_prefix(prompt);
+        if 2 * kept < self.cached.len() {
+            let mut whole = self.model.copy_cache(kept);
+            self.model.swap_cache(&mut whole);
+            let tokens = std::mem::replace(&mut self.cached, prompt[..kept].to_vec());
+            self.set_aside(tokens, whole);
+        }
+    }
+
+    fn set_aside(&mut self, tokens: Vec<u32>, cache: M::Cache) {
+        let bytes = M::cache_bytes(&cache);
+        self.parked.park(tokens, cache, bytes);
     }
 
     /// Brings the cache to `prompt` reusing the common prefix, and returns
@@ -227,6 +278,7 @@ impl<M: TreeModel> Session<M> {
         if prompt.is_empty() {
             return Err(DecodeError::EmptyPrompt);
         }
+        self.choose_cache(prompt);
         // The last prompt token is always run so that its logits are fresh.
         let reuse = self.common_prefix(prompt).min(prompt.len() - 1);
         self.model.truncate(reuse);

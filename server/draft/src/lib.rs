@@ -11,6 +11,7 @@ pub mod decode;
 pub mod drafter;
 pub mod fastcoder;
 pub mod missing;
+mod parked;
 pub mod persisted;
 pub mod pld;
 pub mod pref_cache;

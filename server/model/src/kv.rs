@@ -49,8 +49,32 @@ impl KvCache {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// A cache holding a copy of this one's first `len` rows (all of them if fewer).
+    pub fn prefix_copy(&self, len: usize) -> KvCache {
+        let len = len.min(self.len);
+        let rows = |buffers: &[Vec<f16>], width: usize| -> Vec<Vec<f16>> {
+            buffers.iter().map(|rows| rows[..len * width].to_vec()).collect()
+        };
+        KvCache {
+            len,
+            keys: rows(&self.keys, self.head_dim),
+            values: rows(&self.values, self.head_dim / self.planes),
+            pending_keys: vec![Vec::new(); self.pending_keys.len()],
+            pending_values: vec![Vec::new(); self.pending_values.len()],
+            pending_tree: None,
+            ..*self
+        }
+    }
+
+    /// Bytes of memory the cache holds (what its buffers have room for).
+    pub fn bytes(&self) -> usize {
+        let halves: usize = self.keys.iter().chain(&self.values).map(Vec::capacity).sum();
+        let floats: usize = self.pending_keys.iter().chain(&self.pending_values).map(Vec::capacity).sum();
+        halves * std::mem::size_of::<f16>() + floats * std::mem::size_of::<f32>()
     }
 
     /// Drops cache rows past `len` and any provisional tree entries.
@@ -194,5 +218,29 @@ mod tests {
         }
         kv.truncate(1);
         assert!(kv.rows(0, 1).cache_values.iter().all(|plane| plane.len() == 32));
+    }
+
+    #[test]
+    fn a_prefix_copy_holds_the_same_rows_and_nothing_pending() {
+        let (kv_heads, d) = (2, 64);
+        let mut kv = KvCache::new(2, kv_heads, d);
+        let rows: Vec<f32> = (0..3 * kv_heads * d).map(|i| i as f32).collect(); // exact in half floats
+        for layer in 0..2 {
+            kv.set_pending(layer, &rows, &rows);
+        }
+        kv.finish_pending(TreeLayout::chain(3));
+        kv.keep(&[0, 1, 2]).unwrap();
+        kv.set_pending(0, &rows, &rows);
+        let copy = kv.prefix_copy(2);
+        assert_eq!(copy.len(), 2);
+        for (layer, g) in [(0, 0), (1, 1)] {
+            let (whole, part) = (kv.rows(layer, g), copy.rows(layer, g));
+            assert_eq!(part.cache_keys, &whole.cache_keys[..2 * d]);
+            for (part, whole) in part.cache_values.iter().zip(whole.cache_values) {
+                assert_eq!(part, &whole[..2 * d / copy.planes]);
+            }
+            assert!(part.pending_keys.is_empty() && part.pending_values.is_empty());
+        }
+        assert!(copy.bytes() < kv.bytes() && kv.prefix_copy(9).len() == 3);
     }
 }

@@ -36,6 +36,7 @@ mod weights;
 
 pub use config::{Config, Family, RopeStyle};
 pub use kernel::{choose as choose_kernel, CpuDescription, Kernel, KernelChoice, KERNEL_ENV};
+pub use kv::KvCache;
 pub use model::Model;
 pub use threads::run as run_on_model_threads;
 pub use tokenizer::{tokenizer_from_gguf, FimTokens, RepoTokens, Tokenizer};

@@ -39,6 +39,17 @@ impl Model {
         Ok(Model { info: loaded.info, config: loaded.config, tokenizer: loaded.tokenizer, weights: loaded.weights, kv })
     }
 
+    /// A copy of the first `len` entries of the KV cache.
+    pub fn copy_cache(&self, len: usize) -> KvCache {
+        self.kv.prefix_copy(len)
+    }
+
+    /// Puts `cache` in place of the model's cache, and the model's in `cache` (one this
+    /// model's [`Model::copy_cache`] made, or one swapped out before).
+    pub fn swap_cache(&mut self, cache: &mut KvCache) {
+        std::mem::swap(&mut self.kv, cache);
+    }
+
     pub fn info(&self) -> &ModelInfo {
         &self.info
     }

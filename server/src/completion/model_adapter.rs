@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use copilotd_draft::decode::TreeModel;
-use copilotd_model::Model;
+use copilotd_model::{KvCache, Model};
 
 /// Wraps a loaded model for the decode loop.
 pub struct LoadedModel(pub Model);
@@ -30,5 +30,19 @@ impl TreeModel for LoadedModel {
 
     fn keep_path(&mut self, path: &[usize]) -> Result<()> {
         self.0.keep_path(path)
+    }
+
+    type Cache = KvCache;
+
+    fn copy_cache(&self, len: usize) -> KvCache {
+        self.0.copy_cache(len)
+    }
+
+    fn swap_cache(&mut self, cache: &mut KvCache) {
+        self.0.swap_cache(cache)
+    }
+
+    fn cache_bytes(cache: &KvCache) -> usize {
+        cache.bytes()
     }
 }

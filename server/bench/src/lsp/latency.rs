@@ -5,7 +5,9 @@
 //! rest of the file below), the document is opened and completed at the cut (*cold*: the
 //! previous prompt was another file, so nothing is reused), then the line's next character is
 //! typed and the document completed again (*warm*: the prompt differs by a keystroke, so the
-//! cached prompt is reused). Before those, a server of its own opens the first sample, names its
+//! cached prompt is reused). Then the previous sample's document is completed again where it was
+//! last (*back*: the person returns to a file; its prompt's cache was set aside when the other
+//! file's prompt came, and is put back). Before those, a server of its own opens the first sample, names its
 //! place as the editors do (`copilotd/warm`) and is asked a pause later (*after a pause*: the
 //! prompt was prefilled meanwhile).
 
@@ -57,10 +59,15 @@ pub struct LspBenchReport {
     pub cold: LatencySummary,
     /// Request after typing one character where the previous request was.
     pub warm: LatencySummary,
+    /// Request back in the previous sample's document, where its last request was, after the
+    /// requests in another document.
+    pub back: LatencySummary,
     /// Mean new tokens per completion (cold, warm).
     pub mean_new_tokens: (f64, f64),
     /// Mean share of the prompt's tokens whose KV entries were reused (cold, warm).
     pub mean_reused_share: (f64, f64),
+    /// The same share for the requests back in a document.
+    pub back_reused_share: f64,
     /// A fresh server's first completion, asked for a pause after its document was opened and
     /// the cursor's place announced.
     pub after_pause: AfterPause,
@@ -192,8 +199,10 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
     let after_pause = first_after_pause(options, &samples[0])?;
     let (mut client, model_load_ms) = start(options)?;
 
-    let (mut cold, mut warm) = (Vec::new(), Vec::new());
-    let (mut cold_figures, mut warm_figures) = ((0.0, 0.0), (0.0, 0.0));
+    let (mut cold, mut warm, mut back) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut cold_figures, mut warm_figures, mut back_figures) = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
+    // The document of the sample before, and the place of its last request.
+    let mut previous: Option<(String, usize, usize)> = None;
     let add = |sum: &mut (f64, f64), (tokens, reused): (f64, f64)| {
         sum.0 += tokens;
         sum.1 += reused;
@@ -217,17 +226,25 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
         let (ms, _) = latency(&mut client, &uri, cut.line, cut.column + 1)?;
         warm.push(ms);
         add(&mut warm_figures, last_figures(&mut client)?);
-        client.notify("textDocument/didClose", json!({"textDocument": {"uri": uri}}))?;
+        if let Some((before, line, column)) = previous.replace((uri, cut.line, cut.column + 1)) {
+            let (ms, _) = latency(&mut client, &before, line, column)?;
+            back.push(ms);
+            add(&mut back_figures, last_figures(&mut client)?);
+            client.notify("textDocument/didClose", json!({"textDocument": {"uri": before}}))?;
+        }
     }
     let _ = client.shutdown(TIMEOUT);
     let count = samples.len() as f64;
+    let back_count = back.len() as f64;
     Ok(LspBenchReport {
         model_load_ms,
         max_tokens: options.max_tokens,
         cold: summarize(cold),
         warm: summarize(warm),
+        back: summarize(back),
         mean_new_tokens: (cold_figures.0 / count, warm_figures.0 / count),
         mean_reused_share: (cold_figures.1 / count, warm_figures.1 / count),
+        back_reused_share: back_figures.1 / back_count,
         after_pause,
     })
 }

@@ -64,4 +64,18 @@ impl TreeModel for ToyModel {
         self.cache.extend_from_slice(deepest);
         Ok(())
     }
+
+    type Cache = Vec<u32>;
+
+    fn copy_cache(&self, len: usize) -> Vec<u32> {
+        self.cache[..len.min(self.cache.len())].to_vec()
+    }
+
+    fn swap_cache(&mut self, cache: &mut Vec<u32>) {
+        std::mem::swap(&mut self.cache, cache);
+    }
+
+    fn cache_bytes(cache: &Vec<u32>) -> usize {
+        std::mem::size_of_val(cache.as_slice())
+    }
 }

@@ -1,0 +1,98 @@
+//! KV caches of earlier prompts, set aside so that a prompt that begins like one of them (the
+//! person went back to a file, or to a place far away in the same file) reuses it instead of
+//! prefilling from nothing. A session holds one live cache in its model; the others wait here,
+//! the least recently used dropped first once there are too many or they hold too much memory.
+
+/// A cache set aside, and the tokens whose keys and values it holds.
+pub struct Parked<C> {
+    pub tokens: Vec<u32>,
+    pub cache: C,
+    bytes: usize,
+}
+
+/// The caches set aside, least recently used first.
+pub struct ParkedCaches<C> {
+    caches: Vec<Parked<C>>,
+    max_caches: usize,
+    max_bytes: usize,
+}
+
+impl<C> ParkedCaches<C> {
+    /// At most `max_caches` caches holding at most `max_bytes` together.
+    pub fn new(max_caches: usize, max_bytes: usize) -> Self {
+        ParkedCaches { caches: Vec::new(), max_caches, max_bytes }
+    }
+
+    /// Sets `cache` aside (it holds `tokens`, in `bytes` of memory) as the most recently used,
+    /// dropping the least recently used ones past the limits; a cache larger than the memory
+    /// limit on its own is not kept.
+    pub fn park(&mut self, tokens: Vec<u32>, cache: C, bytes: usize) {
+        if tokens.is_empty() || self.max_caches == 0 || bytes > self.max_bytes {
+            return;
+        }
+        self.caches.push(Parked { tokens, cache, bytes });
+        while self.caches.len() > self.max_caches || self.bytes() > self.max_bytes {
+            self.caches.remove(0);
+        }
+    }
+
+    /// Takes out the cache sharing the longest prefix with `prompt`, if that prefix is longer
+    /// than `at_least` tokens.
+    pub fn take_longest(&mut self, prompt: &[u32], at_least: usize) -> Option<Parked<C>> {
+        let (index, shared) = self
+            .caches
+            .iter()
+            .enumerate()
+            .map(|(index, parked)| (index, shared_prefix(&parked.tokens, prompt)))
+            .max_by_key(|&(index, shared)| (shared, index))?;
+        (shared > at_least).then(|| self.caches.remove(index))
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.caches.len()
+    }
+
+    fn bytes(&self) -> usize {
+        self.caches.iter().map(|parked| parked.bytes).sum()
+    }
+}
+
+/// Tokens at the start of `a` and `b` that are equal.
+pub fn shared_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_sharing_the_longest_prefix_is_taken_if_it_shares_enough() {
+        let mut parked = ParkedCaches::new(4, 1000);
+        parked.park(vec![1, 2, 3, 4], "a", 10);
+        parked.park(vec![1, 2, 9], "b", 10);
+        parked.park(vec![7, 8], "c", 10);
+        assert!(parked.take_longest(&[1, 2, 3, 5], 3).is_none());
+        let taken = parked.take_longest(&[1, 2, 3, 5], 2).unwrap();
+        assert_eq!((taken.cache, taken.tokens), ("a", vec![1, 2, 3, 4]));
+        assert_eq!(parked.len(), 2);
+        assert!(parked.take_longest(&[5], 0).is_none());
+    }
+
+    #[test]
+    fn the_least_recently_used_go_first_past_either_limit() {
+        let mut parked = ParkedCaches::new(2, 25);
+        parked.park(vec![1], "a", 10);
+        parked.park(vec![2], "b", 10);
+        parked.park(vec![3], "c", 10);
+        assert_eq!(parked.len(), 2, "too many");
+        assert!(parked.take_longest(&[1], 0).is_none());
+        parked.park(vec![4], "d", 20);
+        assert_eq!(parked.len(), 1, "too much memory");
+        assert_eq!(parked.take_longest(&[4], 0).unwrap().cache, "d");
+        parked.park(vec![5], "e", 26);
+        parked.park(Vec::new(), "f", 1);
+        assert_eq!(parked.len(), 0, "too large on its own, or empty");
+    }
+}
