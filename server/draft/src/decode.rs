@@ -5,7 +5,7 @@
 use crate::budget::BudgetPolicy;
 use crate::cancel::{CancelToken, Cancelled};
 use crate::drafter::{AcceptedDraft, Candidate, Drafter, VerifiedStep};
-use crate::parked::{shared_prefix, ParkedCaches};
+use crate::parked::{keeps_most, shared_prefix, ParkedCaches};
 use crate::tree::{self, DraftTree};
 use crate::verify::{self, SamplingParams};
 use anyhow::Result;
@@ -150,9 +150,9 @@ pub struct DecodeHooks<'a> {
 }
 
 /// Earlier prompts' caches a session keeps besides the live one, and the memory they may hold
-/// together: two to five 2,048-token prompts of the default model, none of a 7B model's.
+/// together: four 2,048-token prompts of the default model (47 MB each), none of a 7B model's.
 const PARKED_CACHES: usize = 4;
-const PARKED_CACHE_BYTES: usize = 256 << 20;
+const PARKED_CACHE_BYTES: usize = 192 << 20;
 
 /// Owns a model plus the tokens its KV cache holds, so consecutive requests
 /// reuse their longest common prompt prefix; the caches of earlier prompts that a prompt would
@@ -160,6 +160,8 @@ const PARKED_CACHE_BYTES: usize = 256 << 20;
 pub struct Session<M: TreeModel> {
     model: M,
     cached: Vec<u32>,
+    /// How many of `cached` came as a prompt (the rest were generated after it).
+    prompt_len: usize,
     parked: ParkedCaches<M::Cache>,
     /// Tokens generated since the session started, cancelled generations included: the
     /// work done, whether or not anyone saw its result.
@@ -171,6 +173,7 @@ impl<M: TreeModel> Session<M> {
         Session {
             model,
             cached: Vec::new(),
+            prompt_len: 0,
             parked: ParkedCaches::new(PARKED_CACHES, PARKED_CACHE_BYTES),
             generated: 0,
         }
@@ -212,6 +215,7 @@ impl<M: TreeModel> Session<M> {
     fn forget_cache(&mut self) {
         self.model.truncate(0);
         self.cached.clear();
+        self.prompt_len = 0;
     }
 
     /// Prefills `prompt` ahead of the request that will want it (or a prompt that begins like
@@ -235,6 +239,7 @@ impl<M: TreeModel> Session<M> {
             self.cached.extend_from_slice(piece);
             warmed += piece.len();
         }
+        self.prompt_len = self.cached.len();
         Ok(warmed)
     }
 
@@ -244,26 +249,25 @@ impl<M: TreeModel> Session<M> {
     }
 
     /// Makes the live cache the one that shares the longest prefix with `prompt`: a cache set
-    /// aside that shares more than the live one takes its place. A cache that `prompt` would
-    /// keep less than half of is set aside whole, and what `prompt` keeps of it is copied, so
+    /// aside that shares more than the live one, and that `prompt` keeps at least half of, takes
+    /// its place. When `prompt` would keep less than half of the live cache's prompt, a copy of
+    /// that prompt's entries is set aside first (what was generated after it is left out), so
     /// that a prompt beginning like the old one finds all of it later.
     fn choose_cache(&mut self, prompt: &[u32]) {
         let held = self.model.cache_len().min(self.cached.len());
         self.model.truncate(held);
         self.cached.truncate(held);
-        if let Some(mut parked) = self.parked.take_longest(prompt, self.common_prefix(prompt)) {
-            self.model.swap_cache(&mut parked.cache);
-            std::mem::swap(&mut self.cached, &mut parked.tokens);
-            if 2 * shared_prefix(&parked.tokens, prompt) < parked.tokens.len() {
-                self.set_aside(parked.tokens, parked.cache);
-            }
-        }
         let kept = self.common_prefix(prompt);
-        if 2 * kept < self.cached.len() {
-            let mut whole = self.model.copy_cache(kept);
-            self.model.swap_cache(&mut whole);
-            let tokens = std::mem::replace(&mut self.cached, prompt[..kept].to_vec());
-            self.set_aside(tokens, whole);
+        let parked = self.parked.take_longest(prompt, kept);
+        let live_prompt = self.prompt_len.min(held);
+        if !keeps_most(kept, live_prompt) {
+            let copy = self.model.copy_cache(live_prompt);
+            self.set_aside(self.cached[..live_prompt].to_vec(), copy);
+        }
+        if let Some(mut parked) = parked {
+            self.model.swap_cache(&mut parked.cache);
+            self.cached = parked.tokens;
+            self.prompt_len = self.cached.len();
         }
     }
 
@@ -287,6 +291,7 @@ impl<M: TreeModel> Session<M> {
         match result {
             Ok(logits) => {
                 self.cached.extend_from_slice(&prompt[reuse..]);
+                self.prompt_len = prompt.len();
                 Ok((logits, reuse))
             }
             Err(error) => {

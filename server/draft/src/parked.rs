@@ -36,16 +36,18 @@ impl<C> ParkedCaches<C> {
         }
     }
 
-    /// Takes out the cache sharing the longest prefix with `prompt`, if that prefix is longer
-    /// than `at_least` tokens.
-    pub fn take_longest(&mut self, prompt: &[u32], at_least: usize) -> Option<Parked<C>> {
+    /// Takes out the cache sharing the longest prefix with `prompt` among those `prompt` would
+    /// keep at least half of (the others stay aside whole), if that prefix is longer than
+    /// `more_than` tokens.
+    pub fn take_longest(&mut self, prompt: &[u32], more_than: usize) -> Option<Parked<C>> {
         let (index, shared) = self
             .caches
             .iter()
             .enumerate()
             .map(|(index, parked)| (index, shared_prefix(&parked.tokens, prompt)))
+            .filter(|&(index, shared)| keeps_most(shared, self.caches[index].tokens.len()))
             .max_by_key(|&(index, shared)| (shared, index))?;
-        (shared > at_least).then(|| self.caches.remove(index))
+        (shared > more_than).then(|| self.caches.remove(index))
     }
 
     #[cfg(test)]
@@ -56,6 +58,11 @@ impl<C> ParkedCaches<C> {
     fn bytes(&self) -> usize {
         self.caches.iter().map(|parked| parked.bytes).sum()
     }
+}
+
+/// Whether a prompt that shares `shared` tokens with a cache of `len` keeps at least half of it.
+pub fn keeps_most(shared: usize, len: usize) -> bool {
+    2 * shared >= len
 }
 
 /// Tokens at the start of `a` and `b` that are equal.
@@ -78,6 +85,10 @@ mod tests {
         assert_eq!((taken.cache, taken.tokens), ("a", vec![1, 2, 3, 4]));
         assert_eq!(parked.len(), 2);
         assert!(parked.take_longest(&[5], 0).is_none());
+        // A prompt that would keep less than half of a cache leaves it aside.
+        parked.park(vec![4, 5, 6, 7, 8], "d", 10);
+        assert!(parked.take_longest(&[4, 5, 0], 0).is_none());
+        assert_eq!(parked.take_longest(&[4, 5, 6, 0], 0).unwrap().cache, "d");
     }
 
     #[test]

@@ -93,19 +93,22 @@ fn prompt_prefix_is_reused_and_output_is_unchanged() {
 fn going_back_to_an_earlier_prompt_reuses_its_cache_set_aside() {
     let prompt = |seed: usize| -> Vec<u32> { (0..40).map(|i| ((i * seed + seed) % VOCAB) as u32).collect() };
     let (a, b) = (prompt(5), prompt(7));
-    // `c` keeps the first 10 tokens of `a` (its 11th differs): less than half, so `a`'s cache is
-    // set aside whole.
-    let c: Vec<u32> = a[..10].iter().copied().chain(b[1..31].iter().copied()).collect();
-    assert_ne!(a[10], c[10]);
+    // `c` begins like `a` for 30 tokens (its 31st differs): more than half of `a`, whose cache it
+    // takes from where it was set aside. `d` begins like `b` for 10 tokens, less than half: it
+    // reuses a copy of those, and `b`'s cache is set aside whole.
+    let c: Vec<u32> = a[..30].iter().copied().chain(b[1..11].iter().copied()).collect();
+    let d: Vec<u32> = b[..10].iter().copied().chain(a[1..31].iter().copied()).collect();
+    assert!(a[30] != c[30] && b[10] != d[10]);
     let mut session = Session::new(ToyModel::default());
-    for (prompt, reused) in [(&a, 0), (&b, 0), (&c, 10), (&a, a.len() - 1), (&b, b.len() - 1), (&c, c.len() - 1)] {
+    let steps = [(&a, 0), (&b, 0), (&c, 30), (&b, b.len() - 1), (&d, 10), (&b, b.len() - 1), (&c, c.len() - 1)];
+    for (prompt, reused) in steps {
         let generation = generate_plain(&mut session, prompt);
         assert_eq!(generation.stats.reused_tokens, reused, "prompt {prompt:?}");
         let (fresh, _) = run(&mut Session::new(ToyModel::default()), prompt, &options(10), None);
         assert_eq!(generation.tokens, fresh);
     }
     // Warming a place whose prompt was set aside puts its cache back instead of prefilling.
-    assert_eq!(session.warm(&a, 8, &|| false).unwrap(), 0);
+    assert_eq!(session.warm(&d, 8, &|| false).unwrap(), 0);
 }
 
 fn generate_plain(session: &mut Session<ToyModel>, prompt: &[u32]) -> copilotd_draft::decode::Generation {
