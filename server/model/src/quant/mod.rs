@@ -410,17 +410,18 @@ impl NibbleRows {
         NibbleRows { packed, scales, mins }
     }
 
-    /// Puts `later`'s rows after these.
-    fn append(&mut self, later: NibbleRows) {
+    /// These rows, then `later`'s.
+    fn followed_by(mut self, later: NibbleRows) -> NibbleRows {
         self.packed.extend(later.packed);
         self.scales.append(later.scales);
         self.mins.append(later.mins);
+        self
     }
 }
 
 impl QuantMatrix {
     /// Quantizes row-major f32 weights `[rows, cols]`, to be multiplied on `kernel` (which
-    /// the CPU must support). Rows quantize independently, a range of them on each thread.
+    /// the CPU must support).
     pub fn quantize(weights: &[f32], rows: usize, cols: usize, kernel: Kernel) -> QuantMatrix {
         assert!(kernel.is_supported(), "this CPU cannot run the {kernel} kernel");
         assert_eq!(weights.len(), rows * cols, "weights must be rows × cols");
@@ -444,15 +445,12 @@ impl QuantMatrix {
         let row_bytes = cols / code.block_values() * code.block_bytes();
         assert_eq!(blocks.len(), rows * row_bytes, "blocks must cover rows × cols");
         let width = cols.next_multiple_of(VECTOR);
-        let mut parts = crate::threads::map_ranges(rows, |range| {
+        let NibbleRows { packed, scales, mins } = crate::threads::map_ranges(rows, |range| {
             NibbleRows::convert(code, &blocks[range.start * row_bytes..range.end * row_bytes], row_bytes, width)
         })
-        .into_iter();
-        let mut all = parts.next().unwrap_or_else(|| NibbleRows::convert(code, &[], row_bytes, width));
-        for part in parts {
-            all.append(part);
-        }
-        let NibbleRows { packed, scales, mins } = all;
+        .into_iter()
+        .reduce(NibbleRows::followed_by)
+        .unwrap_or_else(|| NibbleRows::convert(code, &[], row_bytes, width));
         QuantMatrix { rows, cols, width, kernel, values: Values::Nibbles { packed, scales, mins } }
     }
 
