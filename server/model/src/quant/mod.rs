@@ -419,6 +419,54 @@ impl NibbleRows {
     }
 }
 
+/// Consecutive Q6_K super-blocks in the kernels' layout: a 6-bit span each, and their scales.
+struct SixBitSpans {
+    packed: Vec<u8>,
+    scales: SubBlockScales,
+}
+
+impl SixBitSpans {
+    /// Reorders whole Q6_K super-blocks (`Q6_K_BLOCK_BYTES` each).
+    fn convert(blocks: &[u8]) -> SixBitSpans {
+        let spans = blocks.len() / Q6_K_BLOCK_BYTES;
+        let mut packed = vec![0u8; spans * SIX_BIT_SPAN_BYTES];
+        let mut scales = SubBlockScales {
+            factors: Vec::with_capacity(spans),
+            min_factors: Vec::with_capacity(spans),
+            codes: Vec::with_capacity(spans * LANES),
+        };
+        // Where each value's low nibble and high bits go: the same in every span.
+        let span = Span { start: 0, vectors: SIX_BIT_SPAN_VECTORS };
+        let places: Vec<((usize, u32), (usize, u32))> = (0..Q6_K_VALUES)
+            .map(|i| {
+                let at = span.position(i / BLOCK, i % BLOCK);
+                (span.packed(at), span.high(at))
+            })
+            .collect();
+        for (block, bytes) in blocks.chunks_exact(Q6_K_BLOCK_BYTES).zip(packed.chunks_exact_mut(SIX_BIT_SPAN_BYTES)) {
+            let (d, sub_scales, values) = decode_q6_k(block);
+            scales.factors.push(d);
+            scales.min_factors.push(-32.0 * d);
+            // Lane `l` holds sub-block `2 (l mod 8) + l / 8` (see [`Span::position`]).
+            scales.codes.extend((0..LANES).map(|lane| sub_scales[2 * (lane % 8) + lane / 8]));
+            for (&q, &((byte, shift), (high_byte, high_shift))) in values.iter().zip(&places) {
+                bytes[byte] |= (q & 0x0F) << shift;
+                bytes[2 * VECTOR + high_byte] |= (q >> 4) << high_shift;
+            }
+        }
+        SixBitSpans { packed, scales }
+    }
+
+    /// These spans, then `later`'s.
+    fn followed_by(mut self, later: SixBitSpans) -> SixBitSpans {
+        self.packed.extend(later.packed);
+        self.scales.factors.extend(later.scales.factors);
+        self.scales.min_factors.extend(later.scales.min_factors);
+        self.scales.codes.extend(later.scales.codes);
+        self
+    }
+}
+
 impl QuantMatrix {
     /// Quantizes row-major f32 weights `[rows, cols]`, to be multiplied on `kernel` (which
     /// the CPU must support).
@@ -460,28 +508,13 @@ impl QuantMatrix {
         assert!(kernel.is_supported(), "this CPU cannot run the {kernel} kernel");
         assert_eq!(cols % Q6_K_VALUES, 0, "Q6_K rows are whole super-blocks");
         assert_eq!(blocks.len(), rows * cols / Q6_K_VALUES * Q6_K_BLOCK_BYTES, "blocks must cover rows × cols");
-        let spans = rows * cols / Q6_K_VALUES;
-        let mut packed = vec![0u8; spans * SIX_BIT_SPAN_BYTES];
-        let mut scales = SubBlockScales {
-            factors: Vec::with_capacity(spans),
-            min_factors: Vec::with_capacity(spans),
-            codes: Vec::with_capacity(spans * LANES),
-        };
-        let span = Span { start: 0, vectors: SIX_BIT_SPAN_VECTORS };
-        for (block, bytes) in blocks.chunks_exact(Q6_K_BLOCK_BYTES).zip(packed.chunks_exact_mut(SIX_BIT_SPAN_BYTES)) {
-            let (d, sub_scales, values) = decode_q6_k(block);
-            scales.factors.push(d);
-            scales.min_factors.push(-32.0 * d);
-            // Lane `l` holds sub-block `2 (l mod 8) + l / 8` (see [`Span::position`]).
-            scales.codes.extend((0..LANES).map(|lane| sub_scales[2 * (lane % 8) + lane / 8]));
-            for (i, &q) in values.iter().enumerate() {
-                let at = span.position(i / BLOCK, i % BLOCK);
-                let (byte, shift) = span.packed(at);
-                bytes[byte] |= (q & 0x0F) << shift;
-                let (byte, shift) = span.high(at);
-                bytes[2 * VECTOR + byte] |= (q >> 4) << shift;
-            }
-        }
+        // Super-blocks convert independently, a range of them on each thread.
+        let SixBitSpans { packed, scales } = crate::threads::map_ranges(blocks.len() / Q6_K_BLOCK_BYTES, |range| {
+            SixBitSpans::convert(&blocks[range.start * Q6_K_BLOCK_BYTES..range.end * Q6_K_BLOCK_BYTES])
+        })
+        .into_iter()
+        .reduce(SixBitSpans::followed_by)
+        .unwrap_or_else(|| SixBitSpans::convert(&[]));
         QuantMatrix { rows, cols, width: cols, kernel, values: Values::SixBit { packed, scales } }
     }
 
