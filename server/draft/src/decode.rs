@@ -29,8 +29,8 @@ pub trait TreeModel {
     type Cache;
     /// A copy of the first `len` entries of the cache.
     fn copy_cache(&self, len: usize) -> Self::Cache;
-    /// Puts `cache` in place of the model's cache, and the model's in `cache`.
-    fn swap_cache(&mut self, cache: &mut Self::Cache);
+    /// Puts `cache` in place of the model's cache (the model's is dropped).
+    fn replace_cache(&mut self, cache: Self::Cache);
     /// Bytes of memory `cache` holds.
     fn cache_bytes(cache: &Self::Cache) -> usize;
 }
@@ -193,9 +193,7 @@ impl<M: TreeModel> Session<M> {
     /// of them; cutting in and growing back would go unnoticed). What `f` appended is dropped
     /// afterwards; a cache that `f` left shorter than the prompt is not reused at all.
     pub fn on_top_of_cache<R>(&mut self, f: impl FnOnce(&mut M) -> R) -> R {
-        let held = self.model.cache_len().min(self.cached.len());
-        self.model.truncate(held);
-        self.cached.truncate(held);
+        let held = self.in_step();
         let result = f(&mut self.model);
         if self.model.cache_len() < held {
             self.forget_cache();
@@ -209,6 +207,14 @@ impl<M: TreeModel> Session<M> {
         // Direct model access invalidates what we know of the cache.
         self.forget_cache();
         &mut self.model
+    }
+
+    /// Cuts the cache and the tokens known to be in it to the entries both hold; returns how many.
+    fn in_step(&mut self) -> usize {
+        let held = self.model.cache_len().min(self.cached.len());
+        self.model.truncate(held);
+        self.cached.truncate(held);
+        held
     }
 
     /// Empties the cache, and what is known of it.
@@ -254,9 +260,7 @@ impl<M: TreeModel> Session<M> {
     /// that prompt's entries is set aside first (what was generated after it is left out), so
     /// that a prompt beginning like the old one finds all of it later.
     fn choose_cache(&mut self, prompt: &[u32]) {
-        let held = self.model.cache_len().min(self.cached.len());
-        self.model.truncate(held);
-        self.cached.truncate(held);
+        let held = self.in_step();
         let kept = self.common_prefix(prompt);
         let parked = self.parked.take_longest(prompt, kept);
         let live_prompt = self.prompt_len.min(held);
@@ -264,8 +268,8 @@ impl<M: TreeModel> Session<M> {
             let copy = self.model.copy_cache(live_prompt);
             self.set_aside(self.cached[..live_prompt].to_vec(), copy);
         }
-        if let Some(mut parked) = parked {
-            self.model.swap_cache(&mut parked.cache);
+        if let Some(parked) = parked {
+            self.model.replace_cache(parked.cache);
             self.cached = parked.tokens;
             self.prompt_len = self.cached.len();
         }

@@ -44,8 +44,9 @@ impl<C> ParkedCaches<C> {
             .caches
             .iter()
             .enumerate()
-            .map(|(index, parked)| (index, shared_prefix(&parked.tokens, prompt)))
-            .filter(|&(index, shared)| keeps_most(shared, self.caches[index].tokens.len()))
+            .map(|(index, parked)| (index, shared_prefix(&parked.tokens, prompt), parked.tokens.len()))
+            .filter(|&(_, shared, len)| keeps_most(shared, len))
+            .map(|(index, shared, _)| (index, shared))
             .max_by_key(|&(index, shared)| (shared, index))?;
         (shared > more_than).then(|| self.caches.remove(index))
     }

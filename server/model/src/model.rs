@@ -44,10 +44,9 @@ impl Model {
         self.kv.prefix_copy(len)
     }
 
-    /// Puts `cache` in place of the model's cache, and the model's in `cache` (one this
-    /// model's [`Model::copy_cache`] made, or one swapped out before).
-    pub fn swap_cache(&mut self, cache: &mut KvCache) {
-        std::mem::swap(&mut self.kv, cache);
+    /// Puts `cache` (one this model's [`Model::copy_cache`] made) in place of the model's cache.
+    pub fn replace_cache(&mut self, cache: KvCache) {
+        self.kv = cache;
     }
 
     pub fn info(&self) -> &ModelInfo {

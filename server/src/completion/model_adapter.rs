@@ -38,8 +38,8 @@ impl TreeModel for LoadedModel {
         self.0.copy_cache(len)
     }
 
-    fn swap_cache(&mut self, cache: &mut KvCache) {
-        self.0.swap_cache(cache)
+    fn replace_cache(&mut self, cache: KvCache) {
+        self.0.replace_cache(cache)
     }
 
     fn cache_bytes(cache: &KvCache) -> usize {

@@ -71,8 +71,8 @@ impl TreeModel for ToyModel {
         self.cache[..len.min(self.cache.len())].to_vec()
     }
 
-    fn swap_cache(&mut self, cache: &mut Vec<u32>) {
-        std::mem::swap(&mut self.cache, cache);
+    fn replace_cache(&mut self, cache: Vec<u32>) {
+        self.cache = cache;
     }
 
     fn cache_bytes(cache: &Vec<u32>) -> usize {
