@@ -1,9 +1,9 @@
 //! Weights as loaded from a file, converted once into the format the forward pass runs on.
 //!
 //! Quantized projections run on the own multi-row kernels of [`crate::quant`]: by default
-//! 4-bit and 6-bit weights (GGUF Q4_0, Q4_1, Q4_K, Q6_K) exactly as stored and every other
-//! weight converted to Q8_0, so GGUF and safetensors models share one code path. Weights kept in a quantized
-//! format as stored run on candle's `QMatMul`; f32 weights use an own row-independent
+//! 4-bit, 6-bit and 8-bit weights (GGUF Q4_0, Q4_1, Q4_K, Q6_K, Q8_0) exactly as stored and
+//! every other weight converted to Q8_0, so GGUF and safetensors models share one code path.
+//! Weights kept in a quantized format as stored run on candle's `QMatMul`; f32 weights use an own row-independent
 //! kernel (see [`Matmul::Dense`]). Projections that read the same input
 //! (q/k/v, gate/up) are fused into one matrix by stacking rows: each output column of a
 //! matmul depends only on its own weight row, so fusing changes no bit of the result.
@@ -173,8 +173,9 @@ impl Converter {
         Ok(Linear { parts, in_dim, out_dim, bias })
     }
 
-    /// 4-bit and 6-bit weights as stored, the rest as Q8_0: one fused matrix where every part
-    /// has the same code, else one matrix per part (as Q4_K_M files mix Q4_K with Q6_K).
+    /// 4-bit and 6-bit weights as stored, the rest as Q8_0 ([`Self::q8_part`]): one fused matrix
+    /// where every part has the same code, else one matrix per part (as Q4_K_M files mix Q4_K
+    /// with Q6_K).
     fn auto_parts(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Vec<Part>> {
         if let Some((code, blocks)) = kept_blocks(parts, k)? {
             let matrix = match code {
@@ -195,7 +196,12 @@ impl Converter {
         Ok(vec![self.q8_part(parts, n, k)?])
     }
 
+    /// Q8_0 weights as stored when every part is Q8_0 (as GGUF files keep their token
+    /// embeddings, which tied heads reuse), else quantized from f32.
     fn q8_part(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
+        if let Some(blocks) = stored_q8_0_blocks(parts, k)? {
+            return Ok(self.own_part(QuantMatrix::from_q8_0(&blocks, n, k, self.kernel)));
+        }
         let w = stack_f32(parts)?.flatten_all()?.to_vec1::<f32>()?;
         Ok(self.own_part(QuantMatrix::quantize(&w, n, k, self.kernel)))
     }
@@ -209,7 +215,10 @@ impl Converter {
     pub fn describe(&self, source: &str) -> String {
         match self.format {
             WeightFormat::Auto => {
-                format!("4-bit and Q6_K as stored, the rest Q8_0 (converted from {source}); {} kernel", self.kernel)
+                format!(
+                    "4-bit, Q6_K and Q8_0 as stored, the rest Q8_0 (converted from {source}); {} kernel",
+                    self.kernel
+                )
             }
             WeightFormat::Q8_0 => format!("Q8_0 (converted from {source}; {} kernel)", self.kernel),
             WeightFormat::F32 => format!("F32 (converted from {source})"),
@@ -245,13 +254,27 @@ fn kept_blocks(parts: &[RawWeight], k: usize) -> Result<Option<(Kept, Vec<u8>)>>
     if parts.iter().any(|p| kept_code(p, k) != Some(code)) {
         return Ok(None);
     }
+    Ok(Some((code, stacked_blocks(parts)?)))
+}
+
+/// The GGUF blocks of `parts` stacked by rows, if they are all Q8_0 with rows of whole blocks.
+fn stored_q8_0_blocks(parts: &[RawWeight], k: usize) -> Result<Option<Vec<u8>>> {
+    let is_q8_0 = |p: &RawWeight| matches!(p, RawWeight::Quantized(q) if q.dtype() == GgmlDType::Q8_0);
+    if !k.is_multiple_of(GgmlDType::Q8_0.block_size()) || !parts.iter().all(is_q8_0) {
+        return Ok(None);
+    }
+    Ok(Some(stacked_blocks(parts)?))
+}
+
+/// The stored blocks of the quantized ones of `parts`, one after the other.
+fn stacked_blocks(parts: &[RawWeight]) -> Result<Vec<u8>> {
     let mut blocks = Vec::new();
     for p in parts {
         if let RawWeight::Quantized(q) = p {
             blocks.extend_from_slice(&q.data()?);
         }
     }
-    Ok(Some((code, blocks)))
+    Ok(blocks)
 }
 
 fn stack_f32(parts: &[RawWeight]) -> Result<Tensor> {

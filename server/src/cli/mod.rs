@@ -50,7 +50,7 @@ pub struct EngineArgs {
     /// Threads for the model (default: physical cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Weight format at load time: auto (4-bit and Q6_K weights as stored, the rest Q8_0), q8_0, native or f32.
+    /// Weight format at load time: auto (4-bit, Q6_K and Q8_0 weights as stored, the rest Q8_0), q8_0, native or f32.
     #[arg(long, default_value = "auto", value_parser = parse::<WeightFormat>)]
     pub weights: WeightFormat,
     /// Kernel to run on: avx512-vnni, avx-vnni, avx2, neon-dotprod, neon or portable

@@ -1,6 +1,7 @@
 //! Quantized matrix multiplication whose cost grows slowly with the number of input rows.
 //!
-//! Weights come in one of three codes: Q8_0 (8-bit values, one scale per block of 32), 4-bit
+//! Weights come in one of three codes: Q8_0 (8-bit values, one scale per block of 32,
+//! quantized from f32 or kept exactly as GGUF stores them, [`QuantMatrix::from_q8_0`]), 4-bit
 //! values 0…15 with one scale and one min per block of 32 (`w = scale · q + min`), kept
 //! exactly as GGUF's Q4_0, Q4_1 and Q4_K store them ([`FourBit`]), or 6-bit values 0…63 with
 //! one scale per 16, kept exactly as GGUF's Q6_K stores them ([`QuantMatrix::from_q6_k`]).
@@ -267,6 +268,8 @@ impl FourBit {
 pub const Q6_K_BLOCK_BYTES: usize = 210;
 /// Values per Q6_K super-block.
 pub const Q6_K_VALUES: usize = 256;
+/// Bytes per Q8_0 block: f16 scale, then 32 signed values.
+const Q8_0_BLOCK_BYTES: usize = 34;
 
 /// A Q6_K super-block as GGUF defines it: `d`, the 8-bit scales of its 16 sub-blocks of 16
 /// values, and its 256 values 0…63; value `i` is `d · scales[i / 16] · (values[i] − 32)`.
@@ -481,6 +484,47 @@ impl QuantMatrix {
             quantize_row(row, &mut quants, &mut scales, SPAN_VECTORS, kernel);
             biased.extend(quants.iter().map(|&q| (q as i16 + 128) as u8));
         }
+        QuantMatrix { rows, cols, width, kernel, values: Values::Biased { biased, scales } }
+    }
+
+    /// Keeps Q8_0 weights `[rows, cols]` given as GGUF blocks (`cols` a multiple of 32)
+    /// exactly, to be multiplied on `kernel` (which the CPU must support): each block's f16
+    /// scale and 32 values as stored, where dequantizing and quantizing again would move
+    /// the values of blocks whose largest value is not ±127. Rows convert independently, a
+    /// range of them on each thread.
+    pub fn from_q8_0(blocks: &[u8], rows: usize, cols: usize, kernel: Kernel) -> QuantMatrix {
+        assert!(kernel.is_supported(), "this CPU cannot run the {kernel} kernel");
+        assert_eq!(cols % BLOCK, 0, "Q8_0 rows are whole blocks");
+        let row_bytes = cols / BLOCK * Q8_0_BLOCK_BYTES;
+        assert_eq!(blocks.len(), rows * row_bytes, "blocks must cover rows × cols");
+        let width = cols.next_multiple_of(VECTOR);
+        let (biased, scales) = crate::threads::map_ranges(rows, |range| {
+            let mut biased = Vec::with_capacity(range.len() * width);
+            let mut scales = Vec::with_capacity(range.len() * width / BLOCK);
+            let mut quants = vec![0i8; width];
+            for stored in blocks[range.start * row_bytes..range.end * row_bytes].chunks_exact(row_bytes) {
+                let mut stored_blocks = stored.chunks_exact(Q8_0_BLOCK_BYTES);
+                place_blocks(&mut quants, &mut scales, SPAN_VECTORS, |_, q| match stored_blocks.next() {
+                    Some(block) => {
+                        q.iter_mut().zip(&block[2..]).for_each(|(q, &byte)| *q = byte as i8);
+                        half::f16::from_le_bytes([block[0], block[1]]).to_f32()
+                    }
+                    None => {
+                        q.fill(0); // padding
+                        0.0
+                    }
+                });
+                biased.extend(quants.iter().map(|&q| (q as i16 + 128) as u8));
+            }
+            (biased, scales)
+        })
+        .into_iter()
+        .reduce(|(mut biased, mut scales), (later_biased, later_scales)| {
+            biased.extend(later_biased);
+            scales.extend(later_scales);
+            (biased, scales)
+        })
+        .unwrap_or_default();
         QuantMatrix { rows, cols, width, kernel, values: Values::Biased { biased, scales } }
     }
 
@@ -804,25 +848,41 @@ unsafe fn quantize_blocks<Q: BlockQuantizer>(
     span_vectors: usize,
 ) {
     let mut padded = [0f32; BLOCK];
+    place_blocks(quants, scales, span_vectors, |start, q| {
+        // A whole block is read where it is: copied first, it went through a call to
+        // memcpy and a stalled reload, half the time quantizing inputs took (AVX-512,
+        // Zen 4).
+        let block = match row.get(start..start + BLOCK) {
+            Some(values) => values.try_into().expect("a block is BLOCK values"),
+            None => {
+                let values = &row[start.min(row.len())..];
+                padded[..values.len()].copy_from_slice(values);
+                padded[values.len()..].fill(0.0);
+                &padded
+            }
+        };
+        // SAFETY: the caller runs this with `Q`'s target features.
+        unsafe { Q::quantize(block, q) }
+    });
+}
+
+/// Fills `quants` (a row of whole spans) block by block in row order: `block(start, q)`
+/// writes the 32 values of the block that starts at value `start` and returns its scale,
+/// which is appended to `scales`; the values go to their places in the spans' order (see
+/// [`Span::position`]).
+#[inline(always)]
+fn place_blocks(
+    quants: &mut [i8],
+    scales: &mut Vec<f32>,
+    span_vectors: usize,
+    mut block: impl FnMut(usize, &mut [i8; BLOCK]) -> f32,
+) {
     let mut q = [0i8; BLOCK];
     for span in spans(quants.len(), span_vectors) {
         let out = &mut quants[span.start..][..span.vectors * VECTOR];
         let groups = span.group_positions();
         for b in 0..span.blocks() {
-            let start = span.start + b * BLOCK;
-            // A whole block is read where it is: copied first, it went through a call to
-            // memcpy and a stalled reload, half the time quantizing inputs took (AVX-512,
-            // Zen 4).
-            let block = match row.get(start..start + BLOCK) {
-                Some(values) => values.try_into().expect("a block is BLOCK values"),
-                None => {
-                    let values = &row[start.min(row.len())..];
-                    padded[..values.len()].copy_from_slice(values);
-                    padded[values.len()..].fill(0.0);
-                    &padded
-                }
-            };
-            scales.push(Q::quantize(block, &mut q));
+            scales.push(block(span.start + b * BLOCK, &mut q));
             for (four, &group) in q.chunks_exact(4).zip(&groups) {
                 out[group + 4 * b..][..4].copy_from_slice(four);
             }
@@ -867,10 +927,29 @@ mod tests {
             .collect()
     }
 
-    /// The same shape in both codes: Q8_0 and 4-bit.
-    fn both_codes(rows: usize, cols: usize, seed: u32, kernel: Kernel) -> [QuantMatrix; 2] {
+    /// GGUF Q8_0 blocks for `rows × cols` weights, with values −128 and 127 among them.
+    fn q8_0_blocks(rows: usize, cols: usize, seed: u32) -> Vec<u8> {
+        let bytes = values(rows * cols / BLOCK * Q8_0_BLOCK_BYTES, seed);
+        bytes
+            .chunks_exact(Q8_0_BLOCK_BYTES)
+            .enumerate()
+            .flat_map(|(b, v)| {
+                let scale = half::f16::from_f32(0.001 + 0.02 * v[0].abs()).to_le_bytes();
+                let quants = v[2..].iter().enumerate().map(move |(i, v)| match (i + b) % 11 {
+                    0 => i8::MIN as u8,
+                    1 => i8::MAX as u8,
+                    _ => (v * 127.0) as i8 as u8,
+                });
+                scale.into_iter().chain(quants)
+            })
+            .collect()
+    }
+
+    /// The same shape in every code: Q8_0 quantized and as stored, and 4-bit.
+    fn every_code(rows: usize, cols: usize, seed: u32, kernel: Kernel) -> [QuantMatrix; 3] {
         [
             QuantMatrix::quantize(&values(rows * cols, seed), rows, cols, kernel),
+            QuantMatrix::from_q8_0(&q8_0_blocks(rows, cols, seed), rows, cols, kernel),
             QuantMatrix::from_four_bit(FourBit::Q4_1, &q4_1_blocks(rows, cols, seed), rows, cols, kernel),
         ]
     }
@@ -905,7 +984,7 @@ mod tests {
         ];
         for kernel in Kernel::supported() {
             for (rows, cols, m) in shapes {
-                for w in both_codes(rows, cols, 3, kernel) {
+                for w in every_code(rows, cols, 3, kernel) {
                     let x = values(m * cols, 11);
                     let code = w.input_form();
                     assert_eq!(
@@ -921,15 +1000,10 @@ mod tests {
     #[test]
     fn every_kernel_gives_the_same_bits() {
         let (rows, cols, m) = (9, 1088, 6);
-        let (w, x) = (values(rows * cols, 31), values(m * cols, 37));
-        let blocks = q4_1_blocks(rows, cols, 31);
-        let results: Vec<(Kernel, [Vec<f32>; 2])> = Kernel::supported()
+        let x = values(m * cols, 37);
+        let results: Vec<(Kernel, Vec<Vec<f32>>)> = Kernel::supported()
             .into_iter()
-            .map(|kernel| {
-                let q8 = QuantMatrix::quantize(&w, rows, cols, kernel);
-                let q4 = QuantMatrix::from_four_bit(FourBit::Q4_1, &blocks, rows, cols, kernel);
-                (kernel, [product(&q8, &x, m), product(&q4, &x, m)])
-            })
+            .map(|kernel| (kernel, every_code(rows, cols, 31, kernel).iter().map(|w| product(w, &x, m)).collect()))
             .collect();
         for (kernel, result) in &results {
             assert_eq!(result, &results[0].1, "{kernel} against {}", results[0].0);
@@ -969,7 +1043,7 @@ mod tests {
     fn each_output_row_is_independent_of_a_batch_of(m: usize) {
         let (rows, cols) = (11, 320);
         let x = values(m * cols, 17);
-        for w in both_codes(rows, cols, 5, Kernel::best()) {
+        for w in every_code(rows, cols, 5, Kernel::best()) {
             let together = product(&w, &x, m);
             for r in 0..m {
                 let alone = product(&w, &x[r * cols..(r + 1) * cols], 1);
@@ -1036,6 +1110,33 @@ mod tests {
                 let w = QuantMatrix::from_four_bit(FourBit::Q4_1, &blocks, rows, cols, kernel);
                 assert_eq!(product(&w, &x, 1), reference_product(&w, &x, 1), "{kernel}");
             }
+        }
+    }
+
+    #[test]
+    fn q8_0_blocks_kept_as_stored_are_the_blocks_quantizing_their_values_gives() {
+        // Scales that are powers of two and a ±127 in every block: quantizing the stored
+        // weights' values gives back the same scales and values, so the same products.
+        let (rows, cols, m) = (6, 1088, 5);
+        let mut blocks = q8_0_blocks(rows, cols, 53);
+        for (b, block) in blocks.chunks_exact_mut(Q8_0_BLOCK_BYTES).enumerate() {
+            let scale = 2f32.powi(-5 - (b % 4) as i32);
+            block[..2].copy_from_slice(&half::f16::from_f32(scale).to_le_bytes());
+            block[2 + b % BLOCK] = if b % 2 == 0 { 127 } else { (-127i8) as u8 };
+            block[2..].iter_mut().filter(|q| **q == i8::MIN as u8).for_each(|q| *q = 0);
+        }
+        let stored: Vec<f32> = blocks
+            .chunks_exact(Q8_0_BLOCK_BYTES)
+            .flat_map(|block| {
+                let scale = half::f16::from_le_bytes([block[0], block[1]]).to_f32();
+                block[2..].iter().map(move |&q| scale * q as i8 as f32)
+            })
+            .collect();
+        let x = values(m * cols, 59);
+        for kernel in Kernel::supported() {
+            let kept = QuantMatrix::from_q8_0(&blocks, rows, cols, kernel);
+            let quantized = QuantMatrix::quantize(&stored, rows, cols, kernel);
+            assert_eq!(product(&kept, &x, m), product(&quantized, &x, m), "{kernel}");
         }
     }
 
@@ -1216,7 +1317,7 @@ mod tests {
         for (rows, cols) in [(2_048, 576), (576, 1_536)] {
             let x = values(cols * 16, 9);
             for kernel in Kernel::supported().into_iter().filter(|&k| k != Kernel::Portable) {
-                for w in both_codes(rows, cols, 5, kernel) {
+                for w in every_code(rows, cols, 5, kernel) {
                     for m in [1, 4, 8, 16] {
                         let input = w.quantize_input(&x[..cols * m], m);
                         let mut out = vec![0f32; m * rows];
