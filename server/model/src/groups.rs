@@ -13,10 +13,10 @@ pub(crate) fn ending_in_a_pair(n: usize, size: usize) -> impl Iterator<Item = Ra
     cut(n, size, tail)
 }
 
-/// `0..n` in consecutive groups of `size`, except that where that would end in a lone item,
-/// the last `size + 1` items go in one group. A value, read by index: a weight product looks
-/// its groups up for every block, and building them anew (or allocating them) at each call
-/// showed in a one-token pass's profile.
+/// `0..n` in consecutive groups of `size`, except that the items left over join the last group
+/// where that keeps it within `most` items (so none is alone once `most` exceeds `size`). A
+/// value, read by index: a weight product looks its groups up for every block, and building
+/// them anew (or allocating them) at each call showed in a one-token pass's profile.
 #[derive(Clone, Copy)]
 pub(crate) struct LargerGroups {
     n: usize,
@@ -25,9 +25,11 @@ pub(crate) struct LargerGroups {
 }
 
 impl LargerGroups {
-    pub(crate) fn new(n: usize, size: usize) -> LargerGroups {
+    pub(crate) fn new(n: usize, size: usize, most: usize) -> LargerGroups {
         let size = size.max(1);
-        let count = if n > size && n % size == 1 { n / size } else { n.div_ceil(size) };
+        let left = n % size;
+        let joined = n > size && left > 0 && left <= most.saturating_sub(size);
+        let count = if joined { n / size } else { n.div_ceil(size) };
         LargerGroups { n, size, count }
     }
 
@@ -59,8 +61,8 @@ fn cut(n: usize, size: usize, tail: Option<[usize; 2]>) -> impl Iterator<Item = 
 mod tests {
     use super::*;
 
-    fn larger_groups(n: usize, size: usize) -> impl Iterator<Item = Range<usize>> {
-        let groups = LargerGroups::new(n, size);
+    fn larger_groups(n: usize, size: usize, most: usize) -> impl Iterator<Item = Range<usize>> {
+        let groups = LargerGroups::new(n, size, most);
         (0..groups.len()).map(move |k| groups.get(k))
     }
 
@@ -73,14 +75,16 @@ mod tests {
         for size in 1..=6 {
             for n in 0..=40 {
                 let pairs: Vec<Range<usize>> = ending_in_a_pair(n, size).collect();
-                let larger: Vec<Range<usize>> = larger_groups(n, size).collect();
-                for (groups, most) in [(&pairs, size), (&larger, size + 1)] {
-                    let covered: Vec<usize> = groups.iter().flat_map(|g| g.clone()).collect();
-                    assert_eq!(covered, (0..n).collect::<Vec<_>>(), "n {n}, size {size}");
-                    assert!(groups.iter().all(|g| !g.is_empty() && g.len() <= most), "n {n}, size {size}");
-                }
-                if n > size && size >= 2 {
-                    assert!(larger.iter().all(|g| g.len() > 1), "n {n}, size {size}: {larger:?}");
+                for most in [size + 1, size + 2] {
+                    let larger: Vec<Range<usize>> = larger_groups(n, size, most).collect();
+                    for (groups, most) in [(&pairs, size), (&larger, most)] {
+                        let covered: Vec<usize> = groups.iter().flat_map(|g| g.clone()).collect();
+                        assert_eq!(covered, (0..n).collect::<Vec<_>>(), "n {n}, size {size}");
+                        assert!(groups.iter().all(|g| !g.is_empty() && g.len() <= most), "n {n}, size {size}");
+                    }
+                    if n > size && size >= 2 {
+                        assert!(larger.iter().all(|g| g.len() > 1), "n {n}, size {size}: {larger:?}");
+                    }
                 }
                 if n > size && size >= 3 {
                     assert!(pairs.iter().all(|g| g.len() > 1), "n {n}, size {size}: {pairs:?}");
@@ -92,9 +96,13 @@ mod tests {
         assert_eq!(sizes(ending_in_a_pair(8, 4)), [4, 4]);
         assert_eq!(sizes(ending_in_a_pair(7, 4)), [4, 3]);
         assert_eq!(sizes(ending_in_a_pair(3, 2)), [2, 1]);
-        assert_eq!(sizes(larger_groups(5, 4)), [5]);
-        assert_eq!(sizes(larger_groups(9, 4)), [4, 5]);
-        assert_eq!(sizes(larger_groups(6, 4)), [4, 2]);
-        assert_eq!(sizes(larger_groups(1, 4)), [1]);
+        assert_eq!(sizes(larger_groups(5, 4, 5)), [5]);
+        assert_eq!(sizes(larger_groups(9, 4, 5)), [4, 5]);
+        assert_eq!(sizes(larger_groups(6, 4, 5)), [4, 2]);
+        assert_eq!(sizes(larger_groups(1, 4, 5)), [1]);
+        assert_eq!(sizes(larger_groups(6, 4, 6)), [6]);
+        assert_eq!(sizes(larger_groups(10, 4, 6)), [4, 6]);
+        assert_eq!(sizes(larger_groups(7, 4, 6)), [4, 3]);
+        assert_eq!(sizes(larger_groups(16, 4, 6)), [4, 4, 4, 4]);
     }
 }

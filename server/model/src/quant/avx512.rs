@@ -66,9 +66,10 @@ unsafe fn multiply_bytes(
     rows: Range<usize>,
 ) {
     let weights = ByteRows { rows: w.rows, width: w.width, biased, scales };
-    for (tile, group, at) in blocks(rows, x.rows) {
+    for (tile, group, at) in blocks(rows, x.rows, Avx512::LARGEST_GROUP) {
         // Up to 16 weight vectors held in registers: two weight rows at a time.
         match (tile % 2, group) {
+            (0, 6) => at.tile_by::<2>(tile).for_each(|at| block::<2, 6>(&weights, x, at, out)),
             (0, 5) => at.tile_by::<2>(tile).for_each(|at| block::<2, 5>(&weights, x, at, out)),
             (0, 4) => at.tile_by::<2>(tile).for_each(|at| block::<2, 4>(&weights, x, at, out)),
             (0, 3) => at.tile_by::<2>(tile).for_each(|at| block::<2, 3>(&weights, x, at, out)),
@@ -186,6 +187,8 @@ struct Avx512;
 
 impl Engine for Avx512 {
     const PARTS: usize = 1;
+    /// Thirty-two registers hold two weight rows' sums and accumulators for six input rows.
+    const LARGEST_GROUP: usize = 6;
     type Int = __m512i;
     type Float = __m512;
 

@@ -696,8 +696,8 @@ const TILE_ROWS: usize = 16;
 /// Four rows were too short a distance for memory to keep streaming: a one-row pass
 /// streamed 11 GB/s per core on AMD Zen 4 with them, 19 GB/s with 8.
 const PREFETCH_ROWS: usize = 8;
-/// Input rows per group: a group's accumulators stay in registers (a last group may hold one
-/// more, see [`blocks`]).
+/// Input rows per group: a group's accumulators stay in registers (left-over rows join the
+/// last group where the kernel's registers hold them, see [`blocks`]).
 const GROUP: usize = 4;
 
 /// Where a block of products goes: weight rows from `row0`, input rows from `r0`,
@@ -712,20 +712,22 @@ struct Block {
 }
 
 /// The blocks of the products of weight rows `rows` with `m` input rows: tiles of up to
-/// [`TILE_ROWS`] weight rows, each met by groups of [`GROUP`] input rows in turn (a last
-/// group of `GROUP + 1` rather than a lone row, see [`LargerGroups`]), as
+/// [`TILE_ROWS`] weight rows, each met by groups of [`GROUP`] input rows in turn, the rows
+/// left over joining the last group where it stays within `largest` (see [`LargerGroups`]), as
 /// `(tile, group, where)`. (Iterators rather than closures: a closure would not be compiled
 /// with the target features of the kernel that runs it.)
 ///
 /// The first group's arithmetic overlaps with the weights streaming in from memory; a later
 /// group's does not. A lone row there ran one weight row at a time and cost as much as two
 /// rows (a 5-node pass's multiplies 3.9 ms against 2.6 for four nodes, 3.1 with a group of
-/// five; AVX-512, 1,536 cached tokens).
-fn blocks(rows: Range<usize>, m: usize) -> impl Iterator<Item = (usize, usize, Block)> {
+/// five; AVX-512, 1,536 cached tokens). Two left-over rows in a group of their own cost a third
+/// more per row than groups of four to six (AVX-512, Zen 4), so they join the last group where
+/// the registers hold six.
+fn blocks(rows: Range<usize>, m: usize, largest: usize) -> impl Iterator<Item = (usize, usize, Block)> {
     let (start, end, width) = (rows.start, rows.end, rows.len());
     // Groups by index, not an iterator of groups per tile: a prefill's blocks are many and
     // small, and the nested iterator took 2% of it.
-    let groups = LargerGroups::new(m, GROUP);
+    let groups = LargerGroups::new(m, GROUP, largest);
     (0..width.div_ceil(TILE_ROWS) * groups.len()).map(move |k| {
         let (tile_start, group) = (start + k / groups.len() * TILE_ROWS, groups.get(k % groups.len()));
         let tile = (end - tile_start).min(TILE_ROWS);
@@ -981,6 +983,8 @@ mod tests {
             (8, 576, 17),
             (37, 576, 9),
             (34, 320, 6),
+            (18, 576, 10),
+            (16, 1536, 14),
         ];
         for kernel in Kernel::supported() {
             for (rows, cols, m) in shapes {
@@ -1035,7 +1039,7 @@ mod tests {
     #[test]
     fn each_output_row_is_independent_of_the_batch() {
         // 131 rows: a prefill chunk's size, quantized in ranges on several threads.
-        for m in [5, 7, 9, 131] {
+        for m in [5, 6, 7, 9, 10, 131] {
             each_output_row_is_independent_of_a_batch_of(m);
         }
     }

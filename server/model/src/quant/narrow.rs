@@ -14,6 +14,9 @@ use super::*;
 pub(super) trait Engine {
     /// Registers per 64-byte vector.
     const PARTS: usize;
+    /// Most input rows a block meets at once (see [`super::blocks`]): the sums and accumulators
+    /// of two weight rows with that many stay in registers.
+    const LARGEST_GROUP: usize;
     /// Exact 32-bit integer sums, one per lane.
     type Int: Copy;
     /// f32 values, one per lane.
@@ -493,9 +496,14 @@ pub(super) unsafe fn multiply<E: Engine, C: Code<E>>(
     out: &mut [f32],
     rows: Range<usize>,
 ) {
-    for (tile, group, at) in blocks(rows, x.rows) {
+    for (tile, group, at) in blocks(rows, x.rows, E::LARGEST_GROUP) {
         let pairs = tile.is_multiple_of(2);
         match group {
+            6 if pairs && E::LARGEST_GROUP >= 6 => {
+                for at in at.tile_by::<2>(tile) {
+                    block::<E, C, 2, 6>(w, x, at, out);
+                }
+            }
             4 if C::ONE_ROW_FOR_FOUR => {
                 for at in at.tile_by::<1>(tile) {
                     block::<E, C, 1, 4>(w, x, at, out);

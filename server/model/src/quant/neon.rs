@@ -125,6 +125,9 @@ unsafe fn widen_halves(halves: uint16x4_t) -> float32x4_t {
 macro_rules! common_ops {
     () => {
         const PARTS: usize = 4;
+        /// As AVX2's: NEON's 32 registers would hold groups of six, but no ARM machine has
+        /// measured them yet.
+        const LARGEST_GROUP: usize = 5;
         type Int = int32x4_t;
         type Float = float32x4_t;
 
