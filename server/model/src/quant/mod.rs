@@ -422,6 +422,46 @@ impl NibbleRows {
     }
 }
 
+/// Consecutive rows of Q8_0 weights in the kernels' layout: values biased to unsigned bytes
+/// in span order, and their blocks' scales.
+struct BiasedRows {
+    biased: Vec<u8>,
+    scales: Vec<f32>,
+}
+
+impl BiasedRows {
+    /// Reorders the GGUF Q8_0 blocks of whole rows (`row_bytes` each) into rows `width` values
+    /// wide, each block's f16 scale and 32 values as stored.
+    fn convert(stored_rows: &[u8], row_bytes: usize, width: usize) -> BiasedRows {
+        let rows = stored_rows.len() / row_bytes;
+        let mut biased = Vec::with_capacity(rows * width);
+        let mut scales = Vec::with_capacity(rows * width / BLOCK);
+        let mut quants = vec![0i8; width];
+        for stored in stored_rows.chunks_exact(row_bytes) {
+            let mut stored_blocks = stored.chunks_exact(Q8_0_BLOCK_BYTES);
+            place_blocks(&mut quants, &mut scales, SPAN_VECTORS, |_, q| match stored_blocks.next() {
+                Some(block) => {
+                    q.iter_mut().zip(&block[2..]).for_each(|(q, &byte)| *q = byte as i8);
+                    half::f16::from_le_bytes([block[0], block[1]]).to_f32()
+                }
+                None => {
+                    q.fill(0); // padding
+                    0.0
+                }
+            });
+            biased.extend(quants.iter().map(|&q| (q as i16 + 128) as u8));
+        }
+        BiasedRows { biased, scales }
+    }
+
+    /// These rows, then `later`'s.
+    fn followed_by(mut self, later: BiasedRows) -> BiasedRows {
+        self.biased.extend(later.biased);
+        self.scales.extend(later.scales);
+        self
+    }
+}
+
 /// Consecutive Q6_K super-blocks in the kernels' layout: a 6-bit span each, and their scales.
 struct SixBitSpans {
     packed: Vec<u8>,
@@ -498,33 +538,12 @@ impl QuantMatrix {
         let row_bytes = cols / BLOCK * Q8_0_BLOCK_BYTES;
         assert_eq!(blocks.len(), rows * row_bytes, "blocks must cover rows × cols");
         let width = cols.next_multiple_of(VECTOR);
-        let (biased, scales) = crate::threads::map_ranges(rows, |range| {
-            let mut biased = Vec::with_capacity(range.len() * width);
-            let mut scales = Vec::with_capacity(range.len() * width / BLOCK);
-            let mut quants = vec![0i8; width];
-            for stored in blocks[range.start * row_bytes..range.end * row_bytes].chunks_exact(row_bytes) {
-                let mut stored_blocks = stored.chunks_exact(Q8_0_BLOCK_BYTES);
-                place_blocks(&mut quants, &mut scales, SPAN_VECTORS, |_, q| match stored_blocks.next() {
-                    Some(block) => {
-                        q.iter_mut().zip(&block[2..]).for_each(|(q, &byte)| *q = byte as i8);
-                        half::f16::from_le_bytes([block[0], block[1]]).to_f32()
-                    }
-                    None => {
-                        q.fill(0); // padding
-                        0.0
-                    }
-                });
-                biased.extend(quants.iter().map(|&q| (q as i16 + 128) as u8));
-            }
-            (biased, scales)
+        let BiasedRows { biased, scales } = crate::threads::map_ranges(rows, |range| {
+            BiasedRows::convert(&blocks[range.start * row_bytes..range.end * row_bytes], row_bytes, width)
         })
         .into_iter()
-        .reduce(|(mut biased, mut scales), (later_biased, later_scales)| {
-            biased.extend(later_biased);
-            scales.extend(later_scales);
-            (biased, scales)
-        })
-        .unwrap_or_default();
+        .reduce(BiasedRows::followed_by)
+        .unwrap_or_else(|| BiasedRows::convert(&[], row_bytes, width));
         QuantMatrix { rows, cols, width, kernel, values: Values::Biased { biased, scales } }
     }
 
