@@ -366,6 +366,18 @@ fn spans(width: usize, vectors: usize) -> impl Iterator<Item = Span> {
         .chain((0..tail).map(move |t| Span { start: full * vectors * VECTOR + t * VECTOR, vectors: 1 }))
 }
 
+/// Weights put in the kernels' layout a range of rows (or super-blocks) at a time.
+trait Converted: Sized + Send {
+    /// These items, then `later`'s.
+    fn followed_by(self, later: Self) -> Self;
+}
+
+/// `convert` of the items `0..count`, a range of them on each thread, the parts joined in order
+/// (`convert` of no items where `count` is zero).
+fn convert_on_threads<T: Converted>(count: usize, convert: impl Fn(Range<usize>) -> T + Sync + Send) -> T {
+    crate::threads::map_ranges(count, &convert).into_iter().reduce(T::followed_by).unwrap_or_else(|| convert(0..0))
+}
+
 /// Consecutive rows of 4-bit weights in the kernels' layout: values packed two to a byte in
 /// span order, and their blocks' scales and mins.
 struct NibbleRows {
@@ -412,8 +424,9 @@ impl NibbleRows {
         }
         NibbleRows { packed, scales, mins }
     }
+}
 
-    /// These rows, then `later`'s.
+impl Converted for NibbleRows {
     fn followed_by(mut self, later: NibbleRows) -> NibbleRows {
         self.packed.extend(later.packed);
         self.scales.append(later.scales);
@@ -453,8 +466,9 @@ impl BiasedRows {
         }
         BiasedRows { biased, scales }
     }
+}
 
-    /// These rows, then `later`'s.
+impl Converted for BiasedRows {
     fn followed_by(mut self, later: BiasedRows) -> BiasedRows {
         self.biased.extend(later.biased);
         self.scales.extend(later.scales);
@@ -499,8 +513,9 @@ impl SixBitSpans {
         }
         SixBitSpans { packed, scales }
     }
+}
 
-    /// These spans, then `later`'s.
+impl Converted for SixBitSpans {
     fn followed_by(mut self, later: SixBitSpans) -> SixBitSpans {
         self.packed.extend(later.packed);
         self.scales.factors.extend(later.scales.factors);
@@ -538,12 +553,9 @@ impl QuantMatrix {
         let row_bytes = cols / BLOCK * Q8_0_BLOCK_BYTES;
         assert_eq!(blocks.len(), rows * row_bytes, "blocks must cover rows × cols");
         let width = cols.next_multiple_of(VECTOR);
-        let BiasedRows { biased, scales } = crate::threads::map_ranges(rows, |range| {
+        let BiasedRows { biased, scales } = convert_on_threads(rows, |range| {
             BiasedRows::convert(&blocks[range.start * row_bytes..range.end * row_bytes], row_bytes, width)
-        })
-        .into_iter()
-        .reduce(BiasedRows::followed_by)
-        .unwrap_or_else(|| BiasedRows::convert(&[], row_bytes, width));
+        });
         QuantMatrix { rows, cols, width, kernel, values: Values::Biased { biased, scales } }
     }
 
@@ -556,12 +568,9 @@ impl QuantMatrix {
         let row_bytes = cols / code.block_values() * code.block_bytes();
         assert_eq!(blocks.len(), rows * row_bytes, "blocks must cover rows × cols");
         let width = cols.next_multiple_of(VECTOR);
-        let NibbleRows { packed, scales, mins } = crate::threads::map_ranges(rows, |range| {
+        let NibbleRows { packed, scales, mins } = convert_on_threads(rows, |range| {
             NibbleRows::convert(code, &blocks[range.start * row_bytes..range.end * row_bytes], row_bytes, width)
-        })
-        .into_iter()
-        .reduce(NibbleRows::followed_by)
-        .unwrap_or_else(|| NibbleRows::convert(code, &[], row_bytes, width));
+        });
         QuantMatrix { rows, cols, width, kernel, values: Values::Nibbles { packed, scales, mins } }
     }
 
@@ -572,12 +581,9 @@ impl QuantMatrix {
         assert_eq!(cols % Q6_K_VALUES, 0, "Q6_K rows are whole super-blocks");
         assert_eq!(blocks.len(), rows * cols / Q6_K_VALUES * Q6_K_BLOCK_BYTES, "blocks must cover rows × cols");
         // Super-blocks convert independently, a range of them on each thread.
-        let SixBitSpans { packed, scales } = crate::threads::map_ranges(blocks.len() / Q6_K_BLOCK_BYTES, |range| {
+        let SixBitSpans { packed, scales } = convert_on_threads(blocks.len() / Q6_K_BLOCK_BYTES, |range| {
             SixBitSpans::convert(&blocks[range.start * Q6_K_BLOCK_BYTES..range.end * Q6_K_BLOCK_BYTES])
-        })
-        .into_iter()
-        .reduce(SixBitSpans::followed_by)
-        .unwrap_or_else(|| SixBitSpans::convert(&[]));
+        });
         QuantMatrix { rows, cols, width: cols, kernel, values: Values::SixBit { packed, scales } }
     }
 
