@@ -4,9 +4,10 @@
 //! 4-bit, 6-bit and 8-bit weights (GGUF Q4_0, Q4_1, Q4_K, Q6_K, Q8_0) exactly as stored and
 //! every other weight converted to Q8_0, so GGUF and safetensors models share one code path.
 //! The `Native` format runs quantized weights as stored on candle's `QMatMul` instead; f32
-//! weights use an own row-independent kernel (see [`Matmul::Dense`]). Projections that read the same input
-//! (q/k/v, gate/up) are fused into one matrix by stacking rows: each output column of a
-//! matmul depends only on its own weight row, so fusing changes no bit of the result.
+//! weights use an own row-independent kernel (see [`Matmul::Dense`]). Projections that read
+//! the same input (q/k/v, gate/up) are fused into one matrix by stacking rows: each output
+//! column of a matmul depends only on its own weight row, so fusing changes no bit of the
+//! result.
 
 use anyhow::{bail, Context, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
