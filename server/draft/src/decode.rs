@@ -11,6 +11,7 @@ use crate::verify::{self, SamplingParams};
 use anyhow::Result;
 use rand::{rngs::StdRng, SeedableRng};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What the decode loop needs from a model (see `copilotd-model`).
@@ -116,27 +117,58 @@ pub struct DecodeOptions {
     pub end_tokens: Vec<u32>,
     /// `None`: greedy. `Some`: lossless speculative sampling.
     pub sampling: Option<SamplingParams>,
-    /// If set, the first new token is chosen among these ids only (token
-    /// healing: the prompt's last token was removed and the first token must
-    /// restore its text).
-    pub first_token_among: Option<Vec<u32>>,
+    /// Token healing: the first new tokens must spell this text again.
+    pub healing: Option<Healing>,
 }
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        DecodeOptions { max_new_tokens: 128, end_tokens: Vec::new(), sampling: None, first_token_among: None }
+        DecodeOptions { max_new_tokens: 128, end_tokens: Vec::new(), sampling: None, healing: None }
     }
 }
 
-/// Keeps only the logits of `allowed` (the rest become -inf).
-fn restrict(logits: &mut [f32], allowed: &[u32]) {
-    let mut masked = vec![f32::NEG_INFINITY; logits.len()];
-    for &id in allowed {
-        if let Some(&value) = logits.get(id as usize) {
-            masked[id as usize] = value;
-        }
+/// Token healing: the prompt's last token was taken off, and the first new tokens spell its
+/// text again. Each is chosen among the tokens whose text agrees with what is left to spell:
+/// those that start with all of it (which ends the healing), and those that are a part of it
+/// from its start. The second kind matters at indentation: a prompt ending in `"\n    "` is
+/// written `"\n   "`, `" return"` by the model, and allowing only tokens that start with
+/// `"\n    "` made it write one space too many.
+#[derive(Clone, Debug)]
+pub struct Healing {
+    pub text: String,
+    /// Every token id's text.
+    pub token_texts: Arc<[String]>,
+}
+
+impl Healing {
+    /// The tokens that may come next while `left` is still to be spelled.
+    fn allowed(&self, left: &str) -> Vec<u32> {
+        let agrees = |text: &str| !text.is_empty() && (text.starts_with(left) || left.starts_with(text));
+        (0..self.token_texts.len() as u32).filter(|&id| agrees(&self.token_texts[id as usize])).collect()
     }
-    logits.copy_from_slice(&masked);
+
+    /// What is left to spell after `token`, which [`Healing::allowed`] allowed for `left`;
+    /// `None` once spelled.
+    fn left_after(&self, left: &str, token: u32) -> Option<String> {
+        let text = self.token_texts.get(token as usize).map_or("", String::as_str);
+        left.strip_prefix(text).filter(|rest| !rest.is_empty()).map(str::to_owned)
+    }
+
+    /// Keeps only the logits of the tokens that may come next while `left` is still to be
+    /// spelled (all of them when none may: an unusual vocabulary is not healed).
+    fn restrict(&self, logits: &mut [f32], left: &str) {
+        let allowed = self.allowed(left);
+        if allowed.is_empty() {
+            return;
+        }
+        let mut masked = vec![f32::NEG_INFINITY; logits.len()];
+        for id in allowed {
+            if let Some(&value) = logits.get(id as usize) {
+                masked[id as usize] = value;
+            }
+        }
+        logits.copy_from_slice(&masked);
+    }
 }
 
 /// Hooks a caller passes into one generation.
@@ -341,8 +373,9 @@ impl<M: TreeModel> Session<M> {
         let started = Instant::now();
 
         let (mut logits, reused) = self.prefill(prompt)?;
-        if let Some(allowed) = options.first_token_among.as_deref().filter(|a| !a.is_empty()) {
-            restrict(&mut logits, allowed);
+        let healing = options.healing.as_ref().filter(|h| !h.text.is_empty());
+        if let Some(healing) = healing {
+            healing.restrict(&mut logits, &healing.text);
         }
         stats.reused_tokens = reused;
         stats.prefill_ms = ms_since(started);
@@ -352,6 +385,8 @@ impl<M: TreeModel> Session<M> {
             (Some(params), Some(rng)) => verify::sample(&verify::distribution(&logits, params), rng),
             _ => verify::argmax(&logits),
         };
+        // While the tokens so far spell only a part of the healed text, the rest of it.
+        let mut healing_left = healing.and_then(|h| h.left_after(&h.text, pending));
         let mut context: Vec<u32> = prompt.to_vec();
         let mut candidates: Vec<Candidate> = Vec::new();
         // Appends one chosen token to the output through the stop checks of
@@ -382,7 +417,8 @@ impl<M: TreeModel> Session<M> {
             }
 
             let draft_started = Instant::now();
-            let (node_budget, max_depth) = budget.limits();
+            // A healing step verifies its root alone: the token after it is chosen among some.
+            let (node_budget, max_depth) = if healing_left.is_some() { (0, 0) } else { budget.limits() };
             candidates.clear();
             if let Some(drafter) = drafter.as_deref_mut() {
                 if node_budget > 0 {
@@ -398,7 +434,10 @@ impl<M: TreeModel> Session<M> {
             stats.draft_ms += ms_since(draft_started);
 
             stats.passes.push((tree.len(), self.model.cache_len()));
-            let logits = self.model.forward_tree(&tree.tokens, &tree.parents).map_err(DecodeError::Model)?;
+            let mut logits = self.model.forward_tree(&tree.tokens, &tree.parents).map_err(DecodeError::Model)?;
+            if let (Some(healing), Some(left)) = (healing, &healing_left) {
+                healing.restrict(&mut logits[..vocab], left);
+            }
             stats.forward_steps += 1;
             stats.tree_nodes += tree.len();
             let verdict = match (&options.sampling, rng.as_mut()) {
@@ -432,6 +471,7 @@ impl<M: TreeModel> Session<M> {
                     break 'steps reason;
                 }
             }
+            healing_left = healing.zip(healing_left).and_then(|(h, left)| h.left_after(&left, verdict.bonus));
             pending = verdict.bonus;
         };
 
@@ -455,4 +495,21 @@ fn record_acceptance(stats: &mut DecodeStats, tree: &DraftTree, path: &[usize]) 
 
 fn ms_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn healing_allows_tokens_that_spell_the_text_or_a_part_of_it_from_its_start() {
+        let texts = ["\n", "\n   ", "\n    ", "\n     return", " return", "", "\t"];
+        let healing = Healing { text: "\n    ".into(), token_texts: texts.iter().map(|t| t.to_string()).collect() };
+        assert_eq!(healing.allowed("\n    "), [0, 1, 2, 3]);
+        assert_eq!(healing.left_after("\n    ", 1).as_deref(), Some(" "));
+        assert_eq!(healing.left_after("\n    ", 0).as_deref(), Some("    "));
+        assert_eq!(healing.left_after("\n    ", 2), None);
+        assert_eq!(healing.left_after("\n    ", 3), None);
+        assert_eq!(healing.allowed(" "), [4], "the rest of the indentation, then the statement");
+    }
 }

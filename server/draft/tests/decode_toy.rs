@@ -4,10 +4,11 @@
 
 use copilotd_draft::budget::FixedBudget;
 use copilotd_draft::cancel::{CancelToken, Cancelled};
-use copilotd_draft::decode::{DecodeError, DecodeHooks, DecodeOptions, Session, StopReason, TreeModel};
+use copilotd_draft::decode::{DecodeError, DecodeHooks, DecodeOptions, Healing, Session, StopReason, TreeModel};
 use copilotd_draft::drafter::{Candidate, Drafter, Source};
 use copilotd_draft::pld::PromptLookup;
 use copilotd_draft::verify::SamplingParams;
+use std::sync::Arc;
 
 mod toy;
 
@@ -208,18 +209,41 @@ fn sampling_is_reproducible_with_a_seed() {
     assert_ne!(a, c, "a different seed should change a 40-token sample");
 }
 
+/// Token texts for the toy vocabulary: `"z<id>"`, except those given.
+fn texts(given: &[(u32, &str)]) -> Arc<[String]> {
+    (0..VOCAB as u32)
+        .map(|id| given.iter().find(|(g, _)| *g == id).map_or(format!("z{id}"), |(_, text)| text.to_string()))
+        .collect()
+}
+
+/// Plain and speculative decoding of `prompt` with `healing`, which must agree.
+fn healed(prompt: &[u32], healing: Healing) -> Vec<u32> {
+    let opts = DecodeOptions { healing: Some(healing), ..options(30) };
+    let (plain, _) = run(&mut Session::new(ToyModel::default()), prompt, &opts, None);
+    let (speculative, _) =
+        run(&mut Session::new(ToyModel::default()), prompt, &opts, Some(&mut PromptLookup::default()));
+    assert_eq!(speculative, plain);
+    plain
+}
+
 #[test]
-fn the_first_token_can_be_restricted_and_the_rest_stays_lossless() {
+fn healing_restricts_the_first_token_and_the_rest_stays_lossless() {
     let prompt = [4, 4, 2];
     let (free, _) = run(&mut Session::new(ToyModel::default()), &prompt, &options(1), None);
-    let allowed: Vec<u32> = (0..VOCAB as u32).filter(|&t| t != free[0]).collect();
-    let opts = DecodeOptions { first_token_among: Some(allowed.clone()), ..options(30) };
-    let (restricted, _) = run(&mut Session::new(ToyModel::default()), &prompt, &opts, None);
+    // Every token but the free choice spells the healed text "x" and more.
+    let given: Vec<(u32, String)> = (0..VOCAB as u32).filter(|&t| t != free[0]).map(|t| (t, format!("x{t}"))).collect();
+    let given: Vec<(u32, &str)> = given.iter().map(|(t, text)| (*t, text.as_str())).collect();
+    let restricted = healed(&prompt, Healing { text: "x".into(), token_texts: texts(&given) });
     assert_ne!(restricted[0], free[0]);
-    assert!(allowed.contains(&restricted[0]));
-    let (speculative, _) =
-        run(&mut Session::new(ToyModel::default()), &prompt, &opts, Some(&mut PromptLookup::default()));
-    assert_eq!(speculative, restricted);
+}
+
+#[test]
+fn a_token_spelling_part_of_the_healed_text_is_followed_by_the_rest() {
+    // No token spells all of "ab": the first must be "a", the second "b", then the model is free.
+    let healing = Healing { text: "ab".into(), token_texts: texts(&[(3, "a"), (7, "b"), (9, "ba")]) };
+    let output = healed(&[4, 4, 2], healing);
+    assert_eq!(output[..2], [3, 7]);
+    assert_eq!(output.len(), 30);
 }
 
 #[test]

@@ -29,7 +29,7 @@ use anyhow::Result;
 use copilotd_draft::budget::{CostModel, FixedBudget};
 use copilotd_draft::cancel::CancelToken;
 use copilotd_draft::common_store::CommonStore;
-use copilotd_draft::decode::{DecodeHooks, DecodeOptions, DecodeStats, Session, StopReason};
+use copilotd_draft::decode::{DecodeHooks, DecodeOptions, DecodeStats, Healing, Session, StopReason};
 use copilotd_draft::drafter::Drafter;
 use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_draft::pref_cache::PreferenceCache;
@@ -196,7 +196,7 @@ pub struct Completer {
     /// the cache ([`Completer::calibrate`]); until then drafting uses a small fixed tree.
     cost_model: Option<CostModel>,
     /// Each token id's text, for token healing.
-    token_texts: Option<Vec<String>>,
+    token_texts: Option<std::sync::Arc<[String]>>,
     recent: VecDeque<CompletionStats>,
 }
 
@@ -387,7 +387,7 @@ impl Completer {
         if prompt.tokens.is_empty() {
             return Ok(self.empty_completion(request.strategy));
         }
-        let first_token_among = (!prompt.healed.is_empty()).then(|| self.tokens_starting_with(&prompt.healed));
+        let healing = (!prompt.healed.is_empty()).then(|| self.healing(&prompt.healed));
         let line_start = text[..request.cursor].rfind('\n').map_or(0, |i| i + 1);
         let rules = StopRules::new(
             &text[line_start..request.cursor],
@@ -399,7 +399,7 @@ impl Completer {
             max_new_tokens: request.max_tokens.max(1),
             end_tokens: self.info.eos_tokens.clone(),
             sampling: request.sampling.params_for(&prompt.tokens),
-            first_token_among,
+            healing,
         };
         let origin = feedback::Origin {
             context: prompt.tokens[prompt.tokens.len().saturating_sub(feedback::CONTEXT_TOKENS)..].to_vec(),
@@ -508,12 +508,13 @@ impl Completer {
 
     /// Token ids whose text starts with `prefix` (the vocabulary's texts are
     /// decoded once, at the first use).
-    fn tokens_starting_with(&mut self, prefix: &str) -> Vec<u32> {
+    /// The healing of a prompt whose last token, `text`, was taken off.
+    fn healing(&mut self, text: &str) -> Healing {
         let tokenizer = &self.tokenizer;
-        let texts = self.token_texts.get_or_insert_with(|| {
+        let token_texts = self.token_texts.get_or_insert_with(|| {
             (0..tokenizer.vocab_size() as u32).map(|id| tokenizer.decode(&[id]).unwrap_or_default()).collect()
         });
-        (0..texts.len() as u32).filter(|&id| texts[id as usize].starts_with(prefix)).collect()
+        Healing { text: text.to_owned(), token_texts: token_texts.clone() }
     }
 
     fn empty_completion(&self, strategy: Strategy) -> Completion {
@@ -527,9 +528,13 @@ impl Completer {
 }
 
 /// The generated text after the cursor: without the healed text that the
-/// first token restored.
+/// first tokens restored (nothing while they have restored only a part of it).
 fn after_cursor<'a>(generated: &'a str, healed: &str) -> &'a str {
-    generated.strip_prefix(healed).unwrap_or(generated)
+    match generated.strip_prefix(healed) {
+        Some(after) => after,
+        None if healed.starts_with(generated) => "",
+        None => generated,
+    }
 }
 
 /// The stop reason of the whole lines a generation has given so far
@@ -547,7 +552,15 @@ fn whole_lines(kept: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::whole_lines;
+    use super::{after_cursor, whole_lines};
+
+    #[test]
+    fn the_text_after_the_cursor_starts_once_the_healed_text_is_restored() {
+        assert_eq!(after_cursor("\n    return x", "\n    "), "return x");
+        assert_eq!(after_cursor("\n   ", "\n    "), "", "a part of the healed text is nothing after the cursor");
+        assert_eq!(after_cursor("\n    ", "\n    "), "");
+        assert_eq!(after_cursor("x = 1", ""), "x = 1");
+    }
 
     #[test]
     fn whole_lines_are_those_before_the_last_line_break() {
