@@ -444,7 +444,7 @@ impl Completer {
         if request.strategy != Strategy::Ar {
             self.sources.save_acceptance(strategy);
         }
-        let decoded = self.tokenizer.decode(&generation.tokens)?;
+        let decoded = decode_whole_characters(&self.tokenizer, &generation.tokens)?;
         let text = rules.apply(after_cursor(&decoded, &healed)).0.to_string();
         let stats =
             CompletionStats::new(request.strategy, &generation.stats, generation.stop, self.cost_model.as_ref());
@@ -525,6 +525,24 @@ impl Completer {
             stats: CompletionStats::empty(strategy),
         }
     }
+}
+
+/// The text of `tokens` without a character that the last of them leave unfinished: a
+/// generation that stops inside a character of several bytes (at its token limit) decodes
+/// them as U+FFFD, which the editor would insert. At most three bytes of a character can be
+/// missing; a text that still ends in U+FFFD without them has it as a character of its own.
+fn decode_whole_characters(tokenizer: &Tokenizer, tokens: &[u32]) -> Result<String> {
+    let whole = tokenizer.decode(tokens)?;
+    if !whole.ends_with(char::REPLACEMENT_CHARACTER) {
+        return Ok(whole);
+    }
+    for dropped in 1..=tokens.len().min(3) {
+        let text = tokenizer.decode(&tokens[..tokens.len() - dropped])?;
+        if !text.ends_with(char::REPLACEMENT_CHARACTER) {
+            return Ok(text);
+        }
+    }
+    Ok(whole)
 }
 
 /// The generated text after the cursor: without the healed text that the
