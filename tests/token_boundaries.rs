@@ -4,6 +4,7 @@
 
 use copilotd_draft::cancel::CancelToken;
 use copilotd_server::completion::{Completer, CompletionRequest, EngineSettings, Sampling, Strategy};
+use copilotd_test_support::model_path;
 
 fn completer() -> Completer {
     let settings = EngineSettings { model: Some(model_path()), ..EngineSettings::default() };
@@ -20,7 +21,6 @@ fn request(text: &str, max_tokens: usize, strategy: Strategy) -> CompletionReque
         sampling: Sampling::GREEDY,
     }
 }
-use copilotd_test_support::model_path;
 
 /// At an indented blank line the prompt ends in the token `"\n    "`, which the model writes
 /// as `"\n   "`, `" return"`: the completion starts at the cursor, without a space of its own.

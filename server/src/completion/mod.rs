@@ -506,9 +506,8 @@ impl Completer {
         result
     }
 
-    /// Token ids whose text starts with `prefix` (the vocabulary's texts are
-    /// decoded once, at the first use).
-    /// The healing of a prompt whose last token, `text`, was taken off.
+    /// The healing of a prompt whose last token, `text`, was taken off (the vocabulary's texts
+    /// are decoded once, at the first use).
     fn healing(&mut self, text: &str) -> Healing {
         let tokenizer = &self.tokenizer;
         let token_texts = self.token_texts.get_or_insert_with(|| {
