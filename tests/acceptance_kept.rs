@@ -10,7 +10,7 @@ fn complete(home: &Path) {
     let model = model_path();
     let workspace = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
     let output = Command::new(env!("CARGO_BIN_EXE_copilotd"))
-        .args(["complete", "--workspace", workspace, "--file", "bench_sample.py", "--line", "150", "--column", "5"])
+        .args(["complete", "--workspace", workspace, "--file", "bench_sample.py", "--line", "149", "--column", "44"])
         .args(["--strategy", "pld", "--max-tokens", "32", "--model", model.to_str().unwrap()])
         .env("XDG_CACHE_HOME", home.join("cache"))
         .env("XDG_CONFIG_HOME", home.join("config"))

@@ -18,7 +18,7 @@ use copilotd_draft::verify::{self, SamplingParams};
 use copilotd_model::{LoadOptions, Model};
 use copilotd_server::completion::drafting::DraftSources;
 use copilotd_server::completion::model_adapter::LoadedModel;
-use copilotd_server::completion::{Completer, CompletionRequest, EngineSettings, Sampling, Strategy};
+use copilotd_server::completion::{Completer, CompletionRequest, EngineSettings, Sampling, Strategy, Trigger};
 use copilotd_test_support::{chi_square, model_path};
 use std::collections::BTreeMap;
 
@@ -228,6 +228,7 @@ fn spectra_and_auto_completions_equal_autoregressive() {
             max_tokens: 64,
             strategy: Strategy::Ar,
             sampling: Sampling::GREEDY,
+            trigger: Trigger::Invoked,
         };
         let mut outputs = Vec::new();
         for (i, (strategy, sources)) in strategies.iter().zip(sources.iter_mut()).enumerate() {

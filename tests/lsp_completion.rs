@@ -111,6 +111,38 @@ fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 
+/// The default model does not see the text after the cursor. Before a closing bracket a
+/// suggestion is what the model writes there up to its line's end, without its copy of the
+/// bracket; inside a line of code the editor's own requests get nothing, and one the person makes
+/// gets a line.
+#[test]
+fn before_text_on_its_line_a_suggestion_is_one_line_and_inside_code_only_on_request() {
+    let model = model_path();
+    let _serial = serial();
+    let (_workspace, mut harness, uri) = inventory_session(&model, 48);
+    let client = &mut harness.client;
+
+    change(client, &uri, 2, (28, 8), (28, 8), "return round(");
+    let open_call = complete(client, &uri, 28, 21);
+    let model_line = open_call.split('\n').next().unwrap().trim_end();
+    let arguments = model_line.strip_suffix(')').unwrap_or_else(|| panic!("the model closes the call: {open_call:?}"));
+    change(client, &uri, 3, (28, 21), (28, 21), ")");
+    assert_eq!(complete(client, &uri, 28, 21), arguments, "the bracket the editor closed is not written again");
+
+    // Before `lines = [...]`, the first statement of `summarize`.
+    let code_follows = (149, 4);
+    assert_eq!(complete(client, &uri, code_follows.0, code_follows.1), "", "an automatic request inside code");
+    assert_eq!(last_stats(client)["stop"], "code_after_cursor");
+    let params = json!({
+        "textDocument": {"uri": uri},
+        "position": {"line": code_follows.0, "character": code_follows.1},
+        "context": {"triggerKind": 1},
+    });
+    let invoked = completion_text(&client.call("textDocument/inlineCompletion", params, SLOW).unwrap());
+    assert!(!invoked.trim().is_empty() && !invoked.contains('\n'), "asked for, one line: {invoked:?}");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
 #[test]
 fn a_place_warmed_ahead_is_completed_from_its_prefilled_prompt_with_the_same_text() {
     let model = model_path();

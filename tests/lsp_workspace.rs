@@ -151,8 +151,9 @@ fn the_workspace_deleted_under_the_watcher_is_survived() {
     assert!(client.is_alive());
     let status = status(client);
     assert_eq!(status["indexedFiles"], 0, "{status}");
-    // The open buffer is still completed (from the buffer, not the vanished disk).
-    let completion = complete(client, &uri, 4, 8);
+    // The open buffer is still completed (from the buffer, not the vanished disk), at the end
+    // of its `for` line.
+    let completion = complete(client, &uri, 4, 34);
     assert!(!completion.is_empty());
 
     // The directory comes back: it is indexed again.

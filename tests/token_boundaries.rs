@@ -3,7 +3,7 @@
 //! were not there (token healing), and a completion that stops inside a character leaves it out.
 
 use copilotd_draft::cancel::CancelToken;
-use copilotd_server::completion::{Completer, CompletionRequest, EngineSettings, Sampling, Strategy};
+use copilotd_server::completion::{Completer, CompletionRequest, EngineSettings, Sampling, Strategy, Trigger};
 use copilotd_test_support::model_path;
 
 fn completer() -> Completer {
@@ -19,6 +19,7 @@ fn request(text: &str, max_tokens: usize, strategy: Strategy) -> CompletionReque
         max_tokens,
         strategy,
         sampling: Sampling::GREEDY,
+        trigger: Trigger::Invoked,
     }
 }
 

@@ -10,7 +10,7 @@ use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_draft::spectra::SpectraConfig;
 use copilotd_server::completion::drafting::{BudgetSettings, DraftSources};
-use copilotd_server::completion::{Completer, CompletionRequest, CompletionStats, Sampling, Strategy};
+use copilotd_server::completion::{Completer, CompletionRequest, CompletionStats, Sampling, Strategy, Trigger};
 use copilotd_server::workspace::{index_workspace, Repository, WalkConfig};
 use serde::Serialize;
 use std::path::Path;
@@ -181,6 +181,7 @@ fn run_one(
         max_tokens: bench.max_tokens,
         strategy,
         sampling: bench.sampling,
+        trigger: Trigger::Invoked,
     };
     let result = completer.complete_with(sources, &request, &CancelToken::new());
     result.with_context(|| format!("{} failed on {}::{}", strategy, task.file, task.function))

@@ -2,7 +2,7 @@
 //! benchmarks.
 
 use super::{parse, EngineArgs, SamplingArgs};
-use crate::completion::{Completer, CompletionRequest, Strategy, Unconfirmed};
+use crate::completion::{Completer, CompletionRequest, Strategy, Trigger, Unconfirmed};
 use crate::config::Config;
 use crate::text_position;
 use crate::workspace::paths::workspace_store_path;
@@ -84,6 +84,7 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
         max_tokens: args.max_tokens,
         strategy: args.strategy,
         sampling: args.sampling.sampling(),
+        trigger: Trigger::Invoked,
     };
     let completion = completer.complete(&request, &CancelToken::new()).context("completion failed")?;
     if args.json {

@@ -15,12 +15,14 @@ pub mod repo_context;
 pub mod sampling;
 pub mod stop;
 pub mod strategy;
+pub mod trigger;
 pub mod typed_ahead;
 
 pub use calibrate::{Calibrated, Calibration, Unconfirmed};
 pub use error::CompletionError;
 pub use sampling::Sampling;
 pub use strategy::Strategy;
+pub use trigger::Trigger;
 pub use typed_ahead::TypedAhead;
 
 use crate::model_files;
@@ -33,7 +35,7 @@ use copilotd_draft::decode::{DecodeHooks, DecodeOptions, DecodeStats, Healing, S
 use copilotd_draft::drafter::Drafter;
 use copilotd_draft::fastcoder::FastCoderConfig;
 use copilotd_draft::pref_cache::PreferenceCache;
-use copilotd_model::{Kernel, LoadOptions, Model, ModelInfo, Tokenizer, WeightFormat};
+use copilotd_model::{FimTokens, Kernel, LoadOptions, Model, ModelInfo, Tokenizer, WeightFormat};
 use drafting::{BudgetSettings, DraftSources};
 use model_adapter::LoadedModel;
 use repo_context::RepoContext;
@@ -101,6 +103,8 @@ pub struct CompletionRequest<'a> {
     pub strategy: Strategy,
     /// Greedy (the default) or lossless sampling.
     pub sampling: Sampling,
+    /// Who asked: where code follows the cursor, an editor asking on its own gets nothing.
+    pub trigger: Trigger,
 }
 
 /// Statistics of one completion, as printed by `complete --json`.
@@ -383,7 +387,14 @@ impl Completer {
         lines: &mut (dyn FnMut(Completion) + Send),
     ) -> Result<Completion, CompletionError> {
         let text = request.text;
-        let prompt = self.checked_prompt(request)?;
+        check_cursor(request)?;
+        let unseen_rest = if self.fim().is_some() { "" } else { rest_of_line(text, request.cursor) };
+        if !trigger::wanted(request.trigger, unseen_rest) {
+            let stats =
+                CompletionStats { stop: trigger::CODE_AFTER_CURSOR, ..CompletionStats::empty(request.strategy) };
+            return Ok(Completion { stats, ..self.empty_completion(request.strategy) });
+        }
+        let prompt = self.prompt(request)?;
         if prompt.tokens.is_empty() {
             return Ok(self.empty_completion(request.strategy));
         }
@@ -393,7 +404,8 @@ impl Completer {
             &text[line_start..request.cursor],
             BlockSyntax::for_path(request.path),
             self.settings.max_lines,
-        );
+        )
+        .with_unseen_rest(unseen_rest);
 
         let options = DecodeOptions {
             max_new_tokens: request.max_tokens.max(1),
@@ -468,9 +480,7 @@ impl Completer {
 
     /// [`Self::prompt`], once the request's cursor is checked to be a character boundary in its text.
     fn checked_prompt(&self, request: &CompletionRequest) -> Result<prompt::Prompt, CompletionError> {
-        if request.cursor > request.text.len() || !request.text.is_char_boundary(request.cursor) {
-            return Err(CompletionError::InvalidCursor(request.cursor));
-        }
+        check_cursor(request)?;
         Ok(self.prompt(request)?)
     }
 
@@ -478,7 +488,7 @@ impl Completer {
     /// tokens and FIM is on, after files of the repository when the model has repository-level
     /// tokens, repository context is on and the buffer has a path.
     pub fn prompt(&self, request: &CompletionRequest) -> Result<prompt::Prompt> {
-        let fim = self.info.fim.as_ref().filter(|_| self.settings.fim);
+        let fim = self.fim();
         let repo = match (fim.and_then(|fim| fim.repo), request.path) {
             (Some(tokens), Some(path)) if self.settings.repo_context => {
                 Some(RepoContext { tokens, repositories: &self.sources.repository, path })
@@ -486,6 +496,12 @@ impl Completer {
             _ => None,
         };
         prompt::build(&self.tokenizer, request.text, request.cursor, &self.settings.prompt, fim, repo.as_ref())
+    }
+
+    /// The model's FIM tokens when prompts use them (the model has them and FIM is on): the
+    /// model then sees the text after the cursor.
+    fn fim(&self) -> Option<&FimTokens> {
+        self.info.fim.as_ref().filter(|_| self.settings.fim)
     }
 
     /// Completes like [`Completer::complete`], drafting from `sources` instead of the engine's
@@ -542,6 +558,20 @@ fn decode_whole_characters(tokenizer: &Tokenizer, tokens: &[u32]) -> Result<Stri
         }
     }
     Ok(whole)
+}
+
+/// An error unless the request's cursor is a character boundary in its text.
+fn check_cursor(request: &CompletionRequest) -> Result<(), CompletionError> {
+    match request.text.is_char_boundary(request.cursor) {
+        true => Ok(()),
+        false => Err(CompletionError::InvalidCursor(request.cursor)),
+    }
+}
+
+/// The text after byte `cursor` (a character boundary) on its line, without the line break.
+fn rest_of_line(text: &str, cursor: usize) -> &str {
+    let rest = &text[cursor..];
+    rest[..rest.find('\n').unwrap_or(rest.len())].trim_end_matches('\r')
 }
 
 /// The generated text after the cursor: without the healed text that the

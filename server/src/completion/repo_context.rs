@@ -108,7 +108,7 @@ mod tests {
     use super::*;
     use crate::completion::prompt::tests::{layout, Part};
     use crate::completion::prompt::{self, Prompt};
-    use crate::completion::{Completer, CompletionRequest, EngineSettings, Sampling, Strategy};
+    use crate::completion::{Completer, CompletionRequest, EngineSettings, Sampling, Strategy, Trigger};
     use copilotd_draft::cancel::CancelToken;
     use copilotd_draft::repo_store::RepositoryStore;
     use copilotd_model::{LoadOptions, Model};
@@ -149,7 +149,15 @@ mod tests {
 
     fn request<'a>(text: &'a str, path: Option<&'a str>) -> CompletionRequest<'a> {
         let cursor = text.find(AFTER).unwrap_or(text.len());
-        CompletionRequest { text, cursor, path, max_tokens: 4, strategy: Strategy::Ar, sampling: Sampling::GREEDY }
+        CompletionRequest {
+            text,
+            cursor,
+            path,
+            max_tokens: 4,
+            strategy: Strategy::Ar,
+            sampling: Sampling::GREEDY,
+            trigger: Trigger::Invoked,
+        }
     }
 
     /// The prompt `completer` would build without repository context.

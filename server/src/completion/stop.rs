@@ -6,6 +6,10 @@
 //! strings and comments): the completion stops before it, so the editor's own closing bracket
 //! (or the person's) closes it. Python's indentation is its syntax: there a block ends only at
 //! a dedent.
+//!
+//! A model that does not see the text after the cursor (no fill-in-the-middle) writes a whole
+//! line of its own where the cursor's line goes on: there the completion ends with its first
+//! line, and a copy of that text at its end is left to the text already in the buffer.
 
 /// How the cursor's block is delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,11 +40,20 @@ pub struct StopRules {
     syntax: BlockSyntax,
     /// Stop after this many completed lines (0: no limit).
     max_lines: usize,
+    /// The text after the cursor on its line that the model does not see, trimmed (empty
+    /// when there is none or the model sees it).
+    unseen_rest: String,
 }
 
 impl StopRules {
     pub fn new(line_prefix: &str, syntax: BlockSyntax, max_lines: usize) -> Self {
-        StopRules { line_prefix: line_prefix.to_string(), syntax, max_lines }
+        StopRules { line_prefix: line_prefix.to_string(), syntax, max_lines, unseen_rest: String::new() }
+    }
+
+    /// These rules for a cursor followed on its line by `rest`, which the model does not see.
+    pub fn with_unseen_rest(mut self, rest: &str) -> Self {
+        self.unseen_rest = rest.trim().to_string();
+        self
     }
 
     /// The part of `generated` to keep, and whether generation must stop.
@@ -53,7 +66,13 @@ impl StopRules {
             BlockSyntax::Brackets { lifetimes } => unmatched_closer(generated, lifetimes),
         };
         if let Some(cut) = [dedent, bracket].into_iter().flatten().min() {
-            return (generated[..cut].trim_end(), true);
+            return (self.without_unseen_rest(generated[..cut].trim_end()), true);
+        }
+        if !self.unseen_rest.is_empty() {
+            return match generated.split_once('\n') {
+                Some((line, _)) => (self.without_unseen_rest(line), true),
+                None => (self.without_unseen_rest(generated), false),
+            };
         }
         if self.max_lines > 0 {
             if let Some((cut, _)) = generated.match_indices('\n').nth(self.max_lines - 1) {
@@ -61,6 +80,15 @@ impl StopRules {
             }
         }
         (generated, false)
+    }
+
+    /// `line` without a copy of the unseen rest of the cursor's line at its end: the buffer
+    /// already has it after the cursor.
+    fn without_unseen_rest<'a>(&self, line: &'a str) -> &'a str {
+        match line.trim_end().strip_suffix(self.unseen_rest.as_str()) {
+            Some(before) if !self.unseen_rest.is_empty() => before,
+            _ => line,
+        }
     }
 
     /// Byte offset in `generated` of the first line that starts with
@@ -199,6 +227,21 @@ mod tests {
         assert_eq!(rules.apply(text), ("return x + 1", true));
         // Still inside the block: keep going.
         assert_eq!(rules.apply("if x:\n        y = 1\n    z"), ("if x:\n        y = 1\n    z", false));
+    }
+
+    #[test]
+    fn before_unseen_text_on_the_line_a_completion_is_one_line_without_a_copy_of_that_text() {
+        let call = StopRules::new("    print(", PY, 0).with_unseen_rest(")  ");
+        assert_eq!(call.apply("\"hi\")\n    return x"), ("\"hi\"", true));
+        assert_eq!(call.apply("\"hi\""), ("\"hi\"", false), "the line goes on");
+        assert_eq!(call.apply("x).strip()\n"), ("x).strip(", true), "the model's line, the buffer's `)` ending it");
+        assert_eq!(call.apply("x, y\nz"), ("x, y", true));
+        let code = StopRules::new("x = ", PY, 0).with_unseen_rest("compute(1)");
+        assert_eq!(code.apply("compute(1)\n"), ("", true), "nothing the line does not say already");
+        let c_call = StopRules::new("    f(", C, 0).with_unseen_rest(");");
+        assert_eq!(c_call.apply("a, b);\n"), ("a, b", true), "the bracket rule cuts first");
+        let blank = StopRules::new("    ", PY, 0).with_unseen_rest(" \t");
+        assert_eq!(blank.apply("a = 1\n    b = 2\nc"), ("a = 1\n    b = 2", true), "white space is no text");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use copilotd_model::Tokenizer;
 use futures::future::BoxFuture;
 
 use crate::completion::feedback::Verdict;
-use crate::completion::{Completion, CompletionError, CompletionRequest, EngineSettings, Sampling, Strategy};
+use crate::completion::{Completion, CompletionError, CompletionRequest, EngineSettings, Sampling, Strategy, Trigger};
 use crate::workspace::Repository;
 
 /// One completion to run, owning its inputs.
@@ -38,6 +38,8 @@ pub struct Job {
     /// Whether the answer may be the suggestion's first whole lines, given as soon as they are
     /// generated while the rest follows (the editor asks again for it).
     pub early_lines: bool,
+    /// Who asked ([`CompletionRequest::trigger`]).
+    pub trigger: Trigger,
 }
 
 impl Job {
@@ -50,6 +52,7 @@ impl Job {
             max_tokens: self.max_tokens,
             strategy: self.strategy,
             sampling: self.sampling,
+            trigger: self.trigger,
         }
     }
 
@@ -169,6 +172,7 @@ fn test_job(text: &str, cursor: usize) -> Job {
         strategy: Strategy::Auto,
         sampling: Sampling::default(),
         early_lines: true,
+        trigger: Trigger::Automatic,
     }
 }
 

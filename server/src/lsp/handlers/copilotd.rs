@@ -12,6 +12,7 @@ use super::super::documents::offset_at;
 use super::super::status::{IndexState, Status};
 use super::super::suggestions::{Report, METHOD};
 use super::inline_completion;
+use crate::completion::Trigger;
 use crate::engine::ModelState;
 
 pub fn status(backend: &Backend) -> Status {
@@ -108,7 +109,14 @@ pub fn warm(backend: &Backend, params: Value) {
         Err(problem) => return tracing::debug!("{WARM_METHOD} ignored: {problem}"),
     };
     match offset_at(&snapshot.text, place.position) {
-        Ok(cursor) => backend.engine.warm(inline_completion::job(backend, &config, &uri, snapshot.text, cursor)),
+        Ok(cursor) => backend.engine.warm(inline_completion::job(
+            backend,
+            &config,
+            &uri,
+            snapshot.text,
+            cursor,
+            Trigger::Automatic,
+        )),
         Err(problem) => tracing::debug!("{WARM_METHOD} ignored: {problem}"),
     }
 }

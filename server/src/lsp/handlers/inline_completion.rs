@@ -9,12 +9,13 @@ use super::super::backend::Backend;
 use super::super::documents::offset_at;
 use super::super::errors::{document_error, service_error};
 use super::super::suggestions::ITEM_COMMAND;
+use crate::completion::Trigger;
 use crate::config::Config;
 use crate::engine::Job;
 
 /// The job of a completion at byte `cursor` of `text`, the buffer of `uri`, with the settings
-/// `config` (those in force, read once by the caller).
-pub fn job(backend: &Backend, config: &Config, uri: &Uri, text: Arc<String>, cursor: usize) -> Job {
+/// `config` (those in force, read once by the caller), asked for by `trigger`.
+pub fn job(backend: &Backend, config: &Config, uri: &Uri, text: Arc<String>, cursor: usize, trigger: Trigger) -> Job {
     Job {
         text,
         cursor,
@@ -23,6 +24,7 @@ pub fn job(backend: &Backend, config: &Config, uri: &Uri, text: Arc<String>, cur
         strategy: config.strategy,
         sampling: config.sampling,
         early_lines: config.early_lines,
+        trigger,
     }
 }
 
@@ -38,7 +40,11 @@ pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result
     }
     let cursor = offset_at(&snapshot.text, position).map_err(|err| Error::invalid_params(err.to_string()))?;
     let ticket = backend.in_flight.begin(&uri);
-    let job = job(backend, &config, &uri, snapshot.text, cursor);
+    let trigger = match params.context.trigger_kind {
+        InlineCompletionTriggerKind::Automatic => Trigger::Automatic,
+        _ => Trigger::Invoked,
+    };
+    let job = job(backend, &config, &uri, snapshot.text, cursor, trigger);
     let completion = backend.engine.complete(job, ticket.token().clone()).await.map_err(service_error)?;
     drop(ticket);
     let items = if completion.text.is_empty() {
