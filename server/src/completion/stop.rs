@@ -5,7 +5,9 @@
 //! that closes the cursor's block (`}`, `)` or `]` with no opening partner in the completion, outside
 //! strings and comments): the completion stops before it, so the editor's own closing bracket
 //! (or the person's) closes it. Python's indentation is its syntax: there a block ends only at
-//! a dedent.
+//! a dedent. Where the person has begun a definition on the cursor's line (`def `, `class `,
+//! `function `, `pub fn `, …), the completion is that definition: it also ends before the next line
+//! as little indented as the definition's own.
 //!
 //! A model that does not see the text after the cursor (no fill-in-the-middle) writes a whole
 //! line of its own where the cursor's line goes on: there the completion ends with its first
@@ -91,9 +93,29 @@ impl StopRules {
         }
     }
 
-    /// Byte offset in `generated` of the first line that starts with
-    /// non-blank text indented less than the block's first line.
+    /// The indentation of the cursor's line when it begins a definition: a word of
+    /// [`DEFINITION_WORDS`] and a space typed, after any [`MODIFIERS`].
+    fn definition_indent(&self) -> Option<usize> {
+        let typed = self.line_prefix.trim_start_matches([' ', '\t']);
+        let mut rest = typed;
+        while let Some((word, after)) = rest.split_once(char::is_whitespace) {
+            if DEFINITION_WORDS.contains(&word) {
+                return Some(self.line_prefix.len() - typed.len());
+            }
+            if !MODIFIERS.contains(&word) {
+                return None;
+            }
+            rest = after.trim_start();
+        }
+        None
+    }
+
+    /// Byte offset in `generated` of the first line that starts with non-blank text indented
+    /// less than the block's first line, or, after a definition begun on the cursor's line, no
+    /// more than that line (a line that starts with a closing bracket still belongs to the
+    /// definition: a wrapped signature's `) -> int:`, the `}` that closes its body).
     fn block_exit(&self, generated: &str) -> Option<usize> {
+        let definition = self.definition_indent();
         let mut block_indent: Option<usize> = None;
         let mut offset = 0;
         for (index, line) in generated.split_inclusive('\n').enumerate() {
@@ -112,10 +134,22 @@ impl StopRules {
                 Some(block) if indent < block && index > 0 => return Some(start),
                 Some(_) => {}
             }
+            let closes = content.starts_with([')', ']', '}']);
+            if definition.is_some_and(|header| indent <= header && index > 0 && !closes) {
+                return Some(start);
+            }
         }
         None
     }
 }
+
+/// Words that begin a definition (Python's `def` and `class`, JavaScript's `function`, Rust's
+/// `fn`, Go's `func`, …).
+const DEFINITION_WORDS: &[&str] =
+    &["def", "class", "function", "fn", "func", "struct", "enum", "impl", "interface", "trait"];
+/// Words that may come before a definition's word.
+const MODIFIERS: &[&str] =
+    &["async", "pub", "pub(crate)", "export", "default", "public", "private", "protected", "static", "abstract"];
 
 /// Byte offset in `generated` of the closing bracket that closes a bracket opened before the
 /// cursor: of its line when only blanks precede it there (a line that closes the block), else
@@ -242,6 +276,37 @@ mod tests {
         assert_eq!(c_call.apply("a, b);\n"), ("a, b", true), "the bracket rule cuts first");
         let blank = StopRules::new("    ", PY, 0).with_unseen_rest(" \t");
         assert_eq!(blank.apply("a = 1\n    b = 2\nc"), ("a = 1\n    b = 2", true), "white space is no text");
+    }
+
+    #[test]
+    fn a_definition_begun_on_the_cursors_line_ends_with_itself() {
+        let method = StopRules::new("    def ", PY, 0);
+        let text = "get(self):\n        return 1\n\n    def other(self):\n        pass\n";
+        assert_eq!(method.apply(text), ("get(self):\n        return 1", true));
+        let wrapped = StopRules::new("def ", PY, 0);
+        let text = "f(\n    a,\n) -> int:\n    return a\n\n\ndef g():\n";
+        assert_eq!(wrapped.apply(text), ("f(\n    a,\n) -> int:\n    return a", true), "`)` goes on the header");
+        let class = StopRules::new("class ", PY, 0);
+        let text = "A:\n    x = 1\n\n    def f(self):\n        pass\n\nclass B:\n";
+        assert_eq!(class.apply(text), ("A:\n    x = 1\n\n    def f(self):\n        pass", true));
+        let header_typed = StopRules::new("class A(Base):", PY, 0);
+        let text = "\n    x = 1\n    y = 2\n\nclass B:\n";
+        assert_eq!(header_typed.apply(text), ("\n    x = 1\n    y = 2", true), "the body sets no new bound");
+        let function = StopRules::new("export function ", C, 0);
+        let text = "mul(a, b) {\n  return a * b;\n}\n\nfunction div(a, b) {\n";
+        assert_eq!(function.apply(text), ("mul(a, b) {\n  return a * b;\n}", true));
+        let rust = StopRules::new("    pub fn ", RUST, 0);
+        let text = "len(&self) -> usize {\n        self.0.len()\n    }\n\n    pub fn is_empty";
+        assert_eq!(rust.apply(text), ("len(&self) -> usize {\n        self.0.len()\n    }", true));
+        for not_yet in ["def", "    define = ", "x = fn ", "    async "] {
+            let rules = StopRules::new(not_yet, PY, 0);
+            let same_indent = format!("a\n{}b\n", " ".repeat(not_yet.len() - not_yet.trim_start().len()));
+            assert_eq!(rules.apply(&same_indent), (same_indent.as_str(), false), "{not_yet:?} begins no definition");
+        }
+        // A body begun with a statement goes on to the block's end.
+        let body = StopRules::new("    ", PY, 0);
+        let text = "def inner():\n        pass\n    return inner\n";
+        assert_eq!(body.apply(text), ("def inner():\n        pass\n    return inner\n", false));
     }
 
     #[test]
