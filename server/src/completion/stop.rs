@@ -87,10 +87,10 @@ impl StopRules {
     /// `line` without a copy of the unseen rest of the cursor's line at its end: the buffer
     /// already has it after the cursor.
     fn without_unseen_rest<'a>(&self, line: &'a str) -> &'a str {
-        match line.trim_end().strip_suffix(self.unseen_rest.as_str()) {
-            Some(before) if !self.unseen_rest.is_empty() => before,
-            _ => line,
+        if self.unseen_rest.is_empty() {
+            return line;
         }
+        line.trim_end().strip_suffix(self.unseen_rest.as_str()).unwrap_or(line)
     }
 
     /// The indentation of the cursor's line when it begins a definition: a word of

@@ -6,14 +6,10 @@
 //! the person edits inside a line gets nothing, unless only closing brackets, quotes and
 //! separators follow (an editor's own closing bracket, a colon to come).
 
-use serde::Serialize;
-
 /// Who asked for a completion.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trigger {
     /// The person (a key, a command) or a program (the CLI, the benchmarks).
-    #[default]
     Invoked,
     /// The editor, on its own, as the person types.
     Automatic,
