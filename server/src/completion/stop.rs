@@ -280,24 +280,40 @@ mod tests {
 
     #[test]
     fn a_definition_begun_on_the_cursors_line_ends_with_itself() {
-        let method = StopRules::new("    def ", PY, 0);
-        let text = "get(self):\n        return 1\n\n    def other(self):\n        pass\n";
-        assert_eq!(method.apply(text), ("get(self):\n        return 1", true));
-        let wrapped = StopRules::new("def ", PY, 0);
-        let text = "f(\n    a,\n) -> int:\n    return a\n\n\ndef g():\n";
-        assert_eq!(wrapped.apply(text), ("f(\n    a,\n) -> int:\n    return a", true), "`)` goes on the header");
-        let class = StopRules::new("class ", PY, 0);
-        let text = "A:\n    x = 1\n\n    def f(self):\n        pass\n\nclass B:\n";
-        assert_eq!(class.apply(text), ("A:\n    x = 1\n\n    def f(self):\n        pass", true));
-        let header_typed = StopRules::new("class A(Base):", PY, 0);
-        let text = "\n    x = 1\n    y = 2\n\nclass B:\n";
-        assert_eq!(header_typed.apply(text), ("\n    x = 1\n    y = 2", true), "the body sets no new bound");
-        let function = StopRules::new("export function ", C, 0);
-        let text = "mul(a, b) {\n  return a * b;\n}\n\nfunction div(a, b) {\n";
-        assert_eq!(function.apply(text), ("mul(a, b) {\n  return a * b;\n}", true));
-        let rust = StopRules::new("    pub fn ", RUST, 0);
-        let text = "len(&self) -> usize {\n        self.0.len()\n    }\n\n    pub fn is_empty";
-        assert_eq!(rust.apply(text), ("len(&self) -> usize {\n        self.0.len()\n    }", true));
+        // (typed on the cursor's line, block syntax, generated, kept)
+        let cases = [
+            (
+                "    def ",
+                PY,
+                "get(self):\n        return 1\n\n    def other(self):\n        pass\n",
+                "get(self):\n        return 1",
+            ),
+            // A line that starts with `)` goes on the header.
+            ("def ", PY, "f(\n    a,\n) -> int:\n    return a\n\n\ndef g():\n", "f(\n    a,\n) -> int:\n    return a"),
+            (
+                "class ",
+                PY,
+                "A:\n    x = 1\n\n    def f(self):\n        pass\n\nclass B:\n",
+                "A:\n    x = 1\n\n    def f(self):\n        pass",
+            ),
+            // A header typed whole: its body sets no new bound.
+            ("class A(Base):", PY, "\n    x = 1\n    y = 2\n\nclass B:\n", "\n    x = 1\n    y = 2"),
+            (
+                "export function ",
+                C,
+                "mul(a, b) {\n  return a * b;\n}\n\nfunction div(a, b) {\n",
+                "mul(a, b) {\n  return a * b;\n}",
+            ),
+            (
+                "    pub fn ",
+                RUST,
+                "len(&self) -> usize {\n        self.0.len()\n    }\n\n    pub fn is_empty",
+                "len(&self) -> usize {\n        self.0.len()\n    }",
+            ),
+        ];
+        for (typed, syntax, generated, kept) in cases {
+            assert_eq!(StopRules::new(typed, syntax, 0).apply(generated), (kept, true), "after {typed:?}");
+        }
         for not_yet in ["def", "    define = ", "x = fn ", "    async "] {
             let rules = StopRules::new(not_yet, PY, 0);
             let same_indent = format!("a\n{}b\n", " ".repeat(not_yet.len() - not_yet.trim_start().len()));
