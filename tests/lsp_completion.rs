@@ -143,6 +143,28 @@ fn before_text_on_its_line_a_suggestion_is_one_line_and_inside_code_only_on_requ
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 
+/// Nor does the default model see the lines below the cursor: on the blank line above a
+/// function's `return`, it writes a loop and then that `return` again (it did before this rule),
+/// which the suggestion leaves to the buffer.
+#[test]
+fn a_suggestion_ends_before_the_line_below_the_cursor_that_the_model_writes_again() {
+    let model = model_path();
+    let _serial = serial();
+    let (workspace, mut harness, _) = inventory_session(&model, 48);
+    let client = &mut harness.client;
+    let text = "def total(xs):\n    result = 0\n    \n    return result\n\n\n\
+                def names(users):\n    out = []\n    \n    return out\n";
+    let uri = uri(&workspace.path().join("totals.py"));
+    open(client, &uri, text);
+    for (line, below) in [(2, "    return result"), (8, "    return out")] {
+        let suggestion = complete(client, &uri, line, 4);
+        assert!(!suggestion.trim().is_empty(), "an empty suggestion proves nothing");
+        let lines: Vec<String> = format!("    {suggestion}").lines().map(str::to_owned).collect();
+        assert!(!lines.iter().any(|l| l == below), "{below:?} is in the buffer already: {suggestion:?}");
+    }
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
 #[test]
 fn a_place_warmed_ahead_is_completed_from_its_prefilled_prompt_with_the_same_text() {
     let model = model_path();

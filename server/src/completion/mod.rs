@@ -64,8 +64,6 @@ pub struct EngineSettings {
     /// Put files of the repository before the current one in FIM prompts, when the model
     /// has repository-level tokens (`repo_context`).
     pub repo_context: bool,
-    /// Stop after this many lines (0: only the block rule and max tokens).
-    pub max_lines: usize,
     /// Draft tree sizes.
     pub budget: BudgetSettings,
     /// FastCoder's parameters and component switches.
@@ -83,7 +81,6 @@ impl Default for EngineSettings {
             // Models with fill-in-the-middle tokens see the text after the cursor too.
             fim: true,
             repo_context: true,
-            max_lines: 0,
             budget: BudgetSettings::default(),
             fastcoder: FastCoderConfig::default(),
         }
@@ -388,7 +385,10 @@ impl Completer {
     ) -> Result<Completion, CompletionError> {
         let text = request.text;
         check_cursor(request)?;
-        let unseen_rest = if self.fim().is_some() { "" } else { rest_of_line(text, request.cursor) };
+        let (unseen_rest, unseen_lines) = match self.fim() {
+            Some(_) => ("", ""),
+            None => (rest_of_line(text, request.cursor), lines_after_cursor(text, request.cursor)),
+        };
         if !trigger::wanted(request.trigger, unseen_rest) {
             let stats =
                 CompletionStats { stop: trigger::CODE_AFTER_CURSOR, ..CompletionStats::empty(request.strategy) };
@@ -400,12 +400,9 @@ impl Completer {
         }
         let healing = (!prompt.healed.is_empty()).then(|| self.healing(&prompt.healed));
         let line_start = text[..request.cursor].rfind('\n').map_or(0, |i| i + 1);
-        let rules = StopRules::new(
-            &text[line_start..request.cursor],
-            BlockSyntax::for_path(request.path),
-            self.settings.max_lines,
-        )
-        .with_unseen_rest(unseen_rest);
+        let rules = StopRules::new(&text[line_start..request.cursor], BlockSyntax::for_path(request.path))
+            .with_unseen_rest(unseen_rest)
+            .with_unseen_lines(unseen_lines);
 
         let options = DecodeOptions {
             max_new_tokens: request.max_tokens.max(1),
@@ -572,6 +569,11 @@ fn check_cursor(request: &CompletionRequest) -> Result<(), CompletionError> {
 fn rest_of_line(text: &str, cursor: usize) -> &str {
     let rest = &text[cursor..];
     rest[..rest.find('\n').unwrap_or(rest.len())].trim_end_matches('\r')
+}
+
+/// The text after the line of byte `cursor`.
+fn lines_after_cursor(text: &str, cursor: usize) -> &str {
+    text[cursor..].split_once('\n').map_or("", |(_, after)| after)
 }
 
 /// The generated text after the cursor: without the healed text that the

@@ -1,4 +1,4 @@
-//! Where a completion ends: at the end of the block the cursor is in, or after a line limit.
+//! Where a completion ends: at the end of the block the cursor is in.
 //!
 //! Every language ends a block where the code dedents below it (the first line indented less
 //! than the block's first line). Languages other than Python also end it at the closing bracket
@@ -7,11 +7,17 @@
 //! (or the person's) closes it. Python's indentation is its syntax: there a block ends only at
 //! a dedent. Where the person has begun a definition on the cursor's line (`def `, `class `,
 //! `function `, `pub fn `, …), the completion is that definition: it also ends before the next line
-//! as little indented as the definition's own.
+//! as little indented as the definition's own. With brackets, the same holds for any statement the
+//! person has begun on the cursor's line and the completion's first line leaves open
+//! (`int main() {`, a method's `(key) {`, `if (x) {`, a call's `(` with its arguments on lines of
+//! their own). A line after a `return` (`raise`, `throw`, `break`, `continue`) at that statement's
+//! own indentation would never run: the completion ends before it.
 //!
 //! A model that does not see the text after the cursor (no fill-in-the-middle) writes a whole
 //! line of its own where the cursor's line goes on: there the completion ends with its first
-//! line, and a copy of that text at its end is left to the text already in the buffer.
+//! line, and a copy of that text at its end is left to the text already in the buffer. Nor does
+//! it see the lines below the cursor: a line it writes that is the buffer's next one (the same
+//! indentation and text) is code already there, and the completion ends before it.
 
 /// How the cursor's block is delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,16 +46,22 @@ pub struct StopRules {
     /// The text of the cursor's line before the cursor.
     line_prefix: String,
     syntax: BlockSyntax,
-    /// Stop after this many completed lines (0: no limit).
-    max_lines: usize,
     /// The text after the cursor on its line that the model does not see, trimmed (empty
     /// when there is none or the model sees it).
     unseen_rest: String,
+    /// The first non-blank line after the cursor's line, which the model does not see, without
+    /// trailing white space (empty when there is none or the model sees it).
+    unseen_next_line: String,
 }
 
 impl StopRules {
-    pub fn new(line_prefix: &str, syntax: BlockSyntax, max_lines: usize) -> Self {
-        StopRules { line_prefix: line_prefix.to_string(), syntax, max_lines, unseen_rest: String::new() }
+    pub fn new(line_prefix: &str, syntax: BlockSyntax) -> Self {
+        StopRules {
+            line_prefix: line_prefix.to_string(),
+            syntax,
+            unseen_rest: String::new(),
+            unseen_next_line: String::new(),
+        }
     }
 
     /// These rules for a cursor followed on its line by `rest`, which the model does not see.
@@ -58,16 +70,25 @@ impl StopRules {
         self
     }
 
-    /// The part of `generated` to keep, and whether generation must stop.
-    /// Generation stops once the text reaches the end of the cursor's block
-    /// (the rest is cut) or completes `max_lines` lines.
+    /// These rules for a cursor followed in the buffer by `after` (the text after the cursor's
+    /// line), which the model does not see.
+    pub fn with_unseen_lines(mut self, after: &str) -> Self {
+        let next = after.lines().find(|line| !line.trim().is_empty()).unwrap_or("");
+        self.unseen_next_line = next.trim_end().to_string();
+        self
+    }
+
+    /// The part of `generated` to keep, and whether generation must stop: once the text reaches
+    /// the end of the cursor's block or of the statement begun there (the rest is cut), or, with
+    /// text after the cursor the model does not see, once its first line is whole.
     pub fn apply<'a>(&self, generated: &'a str) -> (&'a str, bool) {
         let dedent = self.block_exit(generated);
         let bracket = match self.syntax {
             BlockSyntax::Indentation => None,
             BlockSyntax::Brackets { lifetimes } => unmatched_closer(generated, lifetimes),
         };
-        if let Some(cut) = [dedent, bracket].into_iter().flatten().min() {
+        let repeat = self.next_line_repeated(generated);
+        if let Some(cut) = [dedent, bracket, repeat].into_iter().flatten().min() {
             return (self.without_unseen_rest(generated[..cut].trim_end()), true);
         }
         if !self.unseen_rest.is_empty() {
@@ -75,11 +96,6 @@ impl StopRules {
                 Some((line, _)) => (self.without_unseen_rest(line), true),
                 None => (self.without_unseen_rest(generated), false),
             };
-        }
-        if self.max_lines > 0 {
-            if let Some((cut, _)) = generated.match_indices('\n').nth(self.max_lines - 1) {
-                return (&generated[..cut], true);
-            }
         }
         (generated, false)
     }
@@ -91,6 +107,25 @@ impl StopRules {
             return line;
         }
         line.trim_end().strip_suffix(self.unseen_rest.as_str()).unwrap_or(line)
+    }
+
+    /// Byte offset in `generated` of the first line that is the buffer's unseen next line.
+    fn next_line_repeated(&self, generated: &str) -> Option<usize> {
+        if self.unseen_next_line.is_empty() {
+            return None;
+        }
+        let mut offset = 0;
+        for (index, line) in generated.split_inclusive('\n').enumerate() {
+            let repeats = match index {
+                0 => format!("{}{}", self.line_prefix, line).trim_end() == self.unseen_next_line,
+                _ => line.trim_end() == self.unseen_next_line,
+            };
+            if repeats {
+                return Some(offset);
+            }
+            offset += line.len();
+        }
+        None
     }
 
     /// The indentation of the cursor's line when it begins a definition: a word of
@@ -111,12 +146,16 @@ impl StopRules {
     }
 
     /// Byte offset in `generated` of the first line that starts with non-blank text indented
-    /// less than the block's first line, or, after a definition begun on the cursor's line, no
-    /// more than that line (a line that starts with a closing bracket still belongs to the
-    /// definition: a wrapped signature's `) -> int:`, the `}` that closes its body).
+    /// less than the block's first line, or, after a statement begun on the cursor's line (a
+    /// definition, or with brackets a block opened there by the completion), no more than that
+    /// line (a line that starts with a closing bracket still belongs to the statement: a wrapped
+    /// signature's `) -> int:`, the `}` that closes its body, `} else {`), or the first line
+    /// after a jump (see [`jumps_away`]) indented as much as the jump.
     fn block_exit(&self, generated: &str) -> Option<usize> {
-        let definition = self.definition_indent();
+        let mut statement = self.definition_indent();
         let mut block_indent: Option<usize> = None;
+        // The indentation of the last jump while the lines after it go on its statement.
+        let mut jump_indent: Option<usize> = None;
         let mut offset = 0;
         for (index, line) in generated.split_inclusive('\n').enumerate() {
             let start = offset;
@@ -134,13 +173,41 @@ impl StopRules {
                 Some(block) if indent < block && index > 0 => return Some(start),
                 Some(_) => {}
             }
+            let begun = index == 0 && !self.line_prefix.trim().is_empty();
+            if begun && full_line.trim_end().ends_with(['{', '(', '[']) && self.syntax != BlockSyntax::Indentation {
+                statement = statement.or(Some(indent));
+            }
             let closes = content.starts_with([')', ']', '}']);
-            if definition.is_some_and(|header| indent <= header && index > 0 && !closes) {
+            if statement.is_some_and(|header| indent <= header && index > 0 && !closes) {
                 return Some(start);
+            }
+            if let Some(jump) = jump_indent {
+                if indent == jump && !closes {
+                    return Some(start);
+                }
+                if indent < jump {
+                    jump_indent = None;
+                }
+            }
+            if jumps_away(content) {
+                jump_indent = Some(indent);
             }
         }
         None
     }
+}
+
+/// Statements after which the next one in the same block never runs.
+const JUMP_WORDS: &[&str] = &["return", "raise", "throw", "break", "continue"];
+
+/// Whether the line of code `content` (without its indentation) is a jump: a word of
+/// [`JUMP_WORDS`] that no condition follows (Ruby's and Perl's `return if done` may fall through).
+fn jumps_away(content: &str) -> bool {
+    let is_word_char = |c: char| c.is_alphanumeric() || c == '_';
+    let (word, rest) = content.split_at(content.find(|c| !is_word_char(c)).unwrap_or(content.len()));
+    JUMP_WORDS.contains(&word)
+        && rest.chars().next().is_none_or(|c| c.is_whitespace() || c == ';' || c == '(')
+        && !rest.split(|c| !is_word_char(c)).any(|w| w == "if" || w == "unless")
 }
 
 /// Words that begin a definition (Python's `def` and `class`, JavaScript's `function`, Rust's
@@ -256,7 +323,7 @@ mod tests {
 
     #[test]
     fn a_function_body_ends_where_the_code_dedents() {
-        let rules = StopRules::new("    ", PY, 0);
+        let rules = StopRules::new("    ", PY);
         let text = "return x + 1\n\n\ndef other():\n    pass\n";
         assert_eq!(rules.apply(text), ("return x + 1", true));
         // Still inside the block: keep going.
@@ -265,16 +332,16 @@ mod tests {
 
     #[test]
     fn before_unseen_text_on_the_line_a_completion_is_one_line_without_a_copy_of_that_text() {
-        let call = StopRules::new("    print(", PY, 0).with_unseen_rest(")  ");
+        let call = StopRules::new("    print(", PY).with_unseen_rest(")  ");
         assert_eq!(call.apply("\"hi\")\n    return x"), ("\"hi\"", true));
         assert_eq!(call.apply("\"hi\""), ("\"hi\"", false), "the line goes on");
         assert_eq!(call.apply("x).strip()\n"), ("x).strip(", true), "the model's line, the buffer's `)` ending it");
         assert_eq!(call.apply("x, y\nz"), ("x, y", true));
-        let code = StopRules::new("x = ", PY, 0).with_unseen_rest("compute(1)");
+        let code = StopRules::new("x = ", PY).with_unseen_rest("compute(1)");
         assert_eq!(code.apply("compute(1)\n"), ("", true), "nothing the line does not say already");
-        let c_call = StopRules::new("    f(", C, 0).with_unseen_rest(");");
+        let c_call = StopRules::new("    f(", C).with_unseen_rest(");");
         assert_eq!(c_call.apply("a, b);\n"), ("a, b", true), "the bracket rule cuts first");
-        let blank = StopRules::new("    ", PY, 0).with_unseen_rest(" \t");
+        let blank = StopRules::new("    ", PY).with_unseen_rest(" \t");
         assert_eq!(blank.apply("a = 1\n    b = 2\nc"), ("a = 1\n    b = 2", true), "white space is no text");
     }
 
@@ -312,47 +379,113 @@ mod tests {
             ),
         ];
         for (typed, syntax, generated, kept) in cases {
-            assert_eq!(StopRules::new(typed, syntax, 0).apply(generated), (kept, true), "after {typed:?}");
+            assert_eq!(StopRules::new(typed, syntax).apply(generated), (kept, true), "after {typed:?}");
         }
         for not_yet in ["def", "    define = ", "x = fn ", "    async "] {
-            let rules = StopRules::new(not_yet, PY, 0);
+            let rules = StopRules::new(not_yet, PY);
             let same_indent = format!("a\n{}b\n", " ".repeat(not_yet.len() - not_yet.trim_start().len()));
             assert_eq!(rules.apply(&same_indent), (same_indent.as_str(), false), "{not_yet:?} begins no definition");
         }
         // A body begun with a statement goes on to the block's end.
-        let body = StopRules::new("    ", PY, 0);
+        let body = StopRules::new("    ", PY);
         let text = "def inner():\n        pass\n    return inner\n";
         assert_eq!(body.apply(text), ("def inner():\n        pass\n    return inner\n", false));
     }
 
     #[test]
+    fn a_completion_ends_before_the_unseen_line_below_the_cursor() {
+        let after = "\n\n  return args;\n}\n";
+        let rules = StopRules::new("  ", C).with_unseen_lines(after);
+        let loop_then_return = "for (const a of argv) {\n    args[a] = true;\n  }\n  return args;\n}";
+        assert_eq!(rules.apply(loop_then_return), ("for (const a of argv) {\n    args[a] = true;\n  }", true));
+        // Written on the cursor's line, the next line leaves nothing to suggest.
+        assert_eq!(rules.apply("return args;\n"), ("", true));
+        // The same text at another indentation is other code.
+        let deeper = "if (x) {\n    return args;\n  }";
+        assert_eq!(StopRules::new("  ", C).with_unseen_lines(after).apply(deeper), (deeper, false));
+        // With no line below, or one the model sees, nothing is cut.
+        for rules in [StopRules::new("  ", C).with_unseen_lines("\n \n"), StopRules::new("  ", C)] {
+            assert_eq!(rules.apply("x();\n  return args;"), ("x();\n  return args;", false));
+        }
+    }
+
+    #[test]
+    fn with_brackets_a_block_the_completion_opens_on_the_cursors_line_ends_the_completion() {
+        // (typed on the cursor's line, generated, kept)
+        let cases = [
+            ("int main", "() {\n  return 0;\n}\n\nint other() {\n", "() {\n  return 0;\n}"),
+            (
+                "  set",
+                "(key, value) {\n    this.items.set(key, value);\n  }\n\n  delete(key) {\n",
+                "(key, value) {\n    this.items.set(key, value);\n  }",
+            ),
+            ("  const f = ", "() => {\n    go();\n  };\n  f();\n", "() => {\n    go();\n  };"),
+            ("  if (x) ", "{\n    a();\n  } else {\n    b();\n  }\n  c();", "{\n    a();\n  } else {\n    b();\n  }"),
+            ("  call", "(\n    a,\n  );\n  next();", "(\n    a,\n  );"),
+        ];
+        for (typed, generated, kept) in cases {
+            assert_eq!(StopRules::new(typed, C).apply(generated), (kept, true), "after {typed:?}");
+        }
+        // Opened before the cursor, the block ends at its closing bracket; Python's blocks are
+        // its indentation, and a statement it begins goes on to the block's end.
+        assert_eq!(StopRules::new("  if (x) {", C).apply("\n    a();\n  }\n  b();"), ("\n    a();", true));
+        let python = "xs:\n        t += x\n    return t\n";
+        assert_eq!(StopRules::new("    for x in ", PY).apply(python), (python, false));
+    }
+
+    #[test]
+    fn a_line_after_a_jump_at_its_indentation_is_never_run_and_ends_the_completion() {
+        // (typed on the cursor's line, block syntax, generated, kept)
+        let cases = [
+            ("        ", PY, "m = 1\n        return m + 1\n        return m\n", "m = 1\n        return m + 1"),
+            ("    return ", PY, "x\n    y = 1\n", "x"),
+            ("    ", PY, "raise\n    pass", "raise"),
+            // The lines of the jump's own statement go on.
+            ("    ", PY, "return (\n        a\n    )\n    b = 1", "return (\n        a\n    )"),
+            (
+                "  ",
+                C,
+                "if (!x) {\n    throw new Error();\n  }\n  return x;\n  x++;",
+                "if (!x) {\n    throw new Error();\n  }\n  return x;",
+            ),
+            ("\t", C, "break;\n\tx++;", "break;"),
+        ];
+        for (typed, syntax, generated, kept) in cases {
+            assert_eq!(StopRules::new(typed, syntax).apply(generated), (kept, true), "{generated:?}");
+        }
+        // A jump in a nested block leaves the enclosing block's next line; a conditional jump
+        // (Ruby, Perl) and a word that only begins like one end nothing.
+        let goes_on = [
+            ("    ", PY, "if x:\n        return 1\n    return 2\n"),
+            ("  ", C, "return if done\n  go\n"),
+            ("  ", C, "raise_error unless ok\n  go\n"),
+            ("    ", PY, "returned = 1\n    breaks = 2\n"),
+        ];
+        for (typed, syntax, generated) in goes_on {
+            assert_eq!(StopRules::new(typed, syntax).apply(generated), (generated, false), "{generated:?}");
+        }
+    }
+
+    #[test]
     fn an_indentation_still_being_written_does_not_stop() {
-        let rules = StopRules::new("    ", PY, 0);
+        let rules = StopRules::new("    ", PY);
         assert_eq!(rules.apply("a = 1\n  "), ("a = 1\n  ", false));
         assert_eq!(rules.apply("a = 1\nb"), ("a = 1", true));
     }
 
     #[test]
     fn the_first_line_sets_the_block_when_the_cursor_starts_a_line() {
-        let rules = StopRules::new("", PY, 0);
+        let rules = StopRules::new("", PY);
         assert_eq!(rules.apply("    a = 1\n    b = 2\nc = 3"), ("    a = 1\n    b = 2", true));
         // A cursor in the middle of a line measures that line's indentation.
-        let mid_line = StopRules::new("    total = ", PY, 0);
+        let mid_line = StopRules::new("    total = ", PY);
         assert_eq!(
             mid_line.apply("0\n    for x in xs:\n        total += x\nprint(total)"),
             ("0\n    for x in xs:\n        total += x", true)
         );
         // At the end of a block opener, the next line sets the block.
-        let opener = StopRules::new("def f():", PY, 0);
+        let opener = StopRules::new("def f():", PY);
         assert_eq!(opener.apply("\n    return 1\n\ndef g():"), ("\n    return 1", true));
-    }
-
-    #[test]
-    fn line_limit() {
-        let rules = StopRules::new("", PY, 2);
-        assert_eq!(rules.apply("a\nb\nc"), ("a\nb", true));
-        assert_eq!(rules.apply("a\nb"), ("a\nb", false));
-        assert_eq!(StopRules::new("", PY, 0).apply("x\ny\nz"), ("x\ny\nz", false));
     }
 
     #[test]
@@ -368,7 +501,7 @@ mod tests {
     #[test]
     fn a_c_function_body_ends_before_its_closing_brace() {
         // The cursor at the start of a body line: the brace line that closes the function is cut.
-        let rules = StopRules::new("    ", C, 0);
+        let rules = StopRules::new("    ", C);
         let body = "int y = x * 2;\n    if (y > 10) {\n        y = 10;\n    }\n    return y;\n";
         let text = format!("{body}}}\n\nint other(void) {{\n");
         assert_eq!(rules.apply(&text), (body.trim_end(), true));
@@ -378,37 +511,37 @@ mod tests {
             ("if (a) {\n        b();\n    }\n    c", false)
         );
         // `} else {` closes the cursor's branch.
-        let branch = StopRules::new("        ", C, 0);
+        let branch = StopRules::new("        ", C);
         assert_eq!(branch.apply("a();\n    } else {\n        b();"), ("a();", true));
     }
 
     #[test]
     fn a_brace_that_the_dedent_would_miss_still_ends_the_block() {
         // Code written without indentation: only the bracket tells.
-        let rules = StopRules::new("", C, 0);
+        let rules = StopRules::new("", C);
         assert_eq!(rules.apply("x++;\nreturn x;\n}\nint g() {"), ("x++;\nreturn x;", true));
     }
 
     #[test]
     fn javascript_arguments_end_at_the_closing_parenthesis() {
         // Inside a call's arguments: the completion stops before the `)` of the call.
-        let rules = StopRules::new("fetch(url, ", C, 0);
+        let rules = StopRules::new("fetch(url, ", C);
         assert_eq!(rules.apply("{ method: 'POST' });\nconsole.log(1);"), ("{ method: 'POST' }", true));
         // Brackets in strings, template literals and comments do not count.
-        let quoted = StopRules::new("  log(", C, 0);
+        let quoted = StopRules::new("  log(", C);
         assert_eq!(
             quoted.apply("\"a) \\\" ]\", `}`, ')' /* ) */ // )"),
             ("\"a) \\\" ]\", `}`, ')' /* ) */ // )", false)
         );
         assert_eq!(quoted.apply("'x')"), ("'x'", true));
         // An arrow function's body: its `});` line ends the block of the callback.
-        let callback = StopRules::new("  ", C, 0);
+        let callback = StopRules::new("  ", C);
         assert_eq!(callback.apply("total += x;\n});\nnext();"), ("total += x;", true));
     }
 
     #[test]
     fn rust_lifetimes_and_char_literals() {
-        let rules = StopRules::new("    ", RUST, 0);
+        let rules = StopRules::new("    ", RUST);
         let body = "let s: &'a str = if c == '}' { \"{\" } else { x };\n    s";
         assert_eq!(rules.apply(&format!("{body}\n}}\n")), (body, true));
         assert_eq!(
@@ -418,19 +551,19 @@ mod tests {
         // `#[...]` is an attribute, not a comment.
         assert_eq!(rules.apply("#[inline] x)"), ("#[inline] x", true));
         // `# ...` is a comment (shell, Ruby, YAML).
-        assert_eq!(StopRules::new("", C, 0).apply("a # ) }\nb"), ("a # ) }\nb", false));
+        assert_eq!(StopRules::new("", C).apply("a # ) }\nb"), ("a # ) }\nb", false));
     }
 
     #[test]
     fn lua_and_ruby_blocks_end_at_the_dedent() {
-        let rules = StopRules::new("  ", C, 0);
+        let rules = StopRules::new("  ", C);
         assert_eq!(rules.apply("local y = x + 1\n  return y\nend\n"), ("local y = x + 1\n  return y", true));
         assert_eq!(rules.apply("puts(x)\nend"), ("puts(x)", true));
     }
 
     #[test]
     fn yaml_mappings_end_at_the_dedent() {
-        let rules = StopRules::new("    ", C, 0);
+        let rules = StopRules::new("    ", C);
         let text = "image: nginx\n    ports:\n      - \"80:80\"\n  db:\n    image: postgres";
         assert_eq!(rules.apply(text), ("image: nginx\n    ports:\n      - \"80:80\"", true));
     }
@@ -438,9 +571,9 @@ mod tests {
     #[test]
     fn python_keeps_its_indentation_rule() {
         // A `)` closing a call opened before the cursor is no block end in Python.
-        let rules = StopRules::new("    total = sum(", PY, 0);
+        let rules = StopRules::new("    total = sum(", PY);
         assert_eq!(rules.apply("xs)\n    return total"), ("xs)\n    return total", false));
-        let c = StopRules::new("    total = sum(", C, 0);
+        let c = StopRules::new("    total = sum(", C);
         assert_eq!(c.apply("xs)\n    return total"), ("xs", true));
     }
 }
