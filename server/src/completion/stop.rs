@@ -7,10 +7,10 @@
 //! (or the person's) closes it. Python's indentation is its syntax: there a block ends only at
 //! a dedent. Where the person has begun a definition on the cursor's line (`def `, `class `,
 //! `function `, `pub fn `, …), the completion is that definition: it also ends before the next line
-//! as little indented as the definition's own. With brackets, the same holds for any statement the
-//! person has begun on the cursor's line and the completion's first line leaves open
-//! (`int main() {`, a method's `(key) {`, `if (x) {`, a call's `(` with its arguments on lines of
-//! their own). A line after a `return` (`raise`, `throw`, `break`, `continue`) at that statement's
+//! as little indented as the definition's own. The same holds for any statement the person has
+//! begun on the cursor's line whose block or brackets the completion's first line opens
+//! (`int main() {`, a method's `(key) {`, `if (x) {`, Python's `for x in xs:`, a call's `(` with its
+//! arguments on lines of their own). A line after a `return` (`raise`, `throw`, `break`, `continue`) at that statement's
 //! own indentation would never run: the completion ends before it.
 //!
 //! A model that does not see the text after the cursor (no fill-in-the-middle) writes a whole
@@ -147,7 +147,7 @@ impl StopRules {
 
     /// Byte offset in `generated` of the first line that starts with non-blank text indented
     /// less than the block's first line, or, after a statement begun on the cursor's line (a
-    /// definition, or with brackets a block opened there by the completion), no more than that
+    /// definition, or a block or brackets the completion opens there), no more than that
     /// line (a line that starts with a closing bracket still belongs to the statement: a wrapped
     /// signature's `) -> int:`, the `}` that closes its body, `} else {`), or the first line
     /// after a jump (see [`jumps_away`]) indented as much as the jump.
@@ -174,7 +174,7 @@ impl StopRules {
                 Some(_) => {}
             }
             let begun = index == 0 && !self.line_prefix.trim().is_empty();
-            if begun && full_line.trim_end().ends_with(['{', '(', '[']) && self.syntax != BlockSyntax::Indentation {
+            if begun && full_line.trim_end().ends_with([':', '{', '(', '[']) {
                 statement = statement.or(Some(indent));
             }
             let closes = content.starts_with([')', ']', '}']);
@@ -410,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn with_brackets_a_block_the_completion_opens_on_the_cursors_line_ends_the_completion() {
+    fn a_block_the_completion_opens_on_a_line_the_person_began_ends_the_completion() {
         // (typed on the cursor's line, generated, kept)
         let cases = [
             ("int main", "() {\n  return 0;\n}\n\nint other() {\n", "() {\n  return 0;\n}"),
@@ -426,11 +426,16 @@ mod tests {
         for (typed, generated, kept) in cases {
             assert_eq!(StopRules::new(typed, C).apply(generated), (kept, true), "after {typed:?}");
         }
-        // Opened before the cursor, the block ends at its closing bracket; Python's blocks are
-        // its indentation, and a statement it begins goes on to the block's end.
-        assert_eq!(StopRules::new("  if (x) {", C).apply("\n    a();\n  }\n  b();"), ("\n    a();", true));
+        // Python's blocks open with a colon.
         let python = "xs:\n        t += x\n    return t\n";
-        assert_eq!(StopRules::new("    for x in ", PY).apply(python), (python, false));
+        assert_eq!(StopRules::new("    for x in ", PY).apply(python), ("xs:\n        t += x", true));
+        let call = "(\n        a,\n    )\n    return t\n";
+        assert_eq!(StopRules::new("    t = f", PY).apply(call), ("(\n        a,\n    )", true));
+        // Opened before the cursor, the block ends at its closing bracket or dedent; a cursor's
+        // line with nothing typed on it begins no statement.
+        assert_eq!(StopRules::new("  if (x) {", C).apply("\n    a();\n  }\n  b();"), ("\n    a();", true));
+        let body = "if x:\n        a()\n    b()\n";
+        assert_eq!(StopRules::new("    ", PY).apply(body), (body, false));
     }
 
     #[test]
