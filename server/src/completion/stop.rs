@@ -9,9 +9,9 @@
 //! `function `, `pub fn `, …), the completion is that definition: it also ends before the next line
 //! as little indented as the definition's own. The same holds for any statement the person has
 //! begun on the cursor's line whose block or brackets the completion's first line opens
-//! (`int main() {`, a method's `(key) {`, `if (x) {`, Python's `for x in xs:`, a call's `(` with its
-//! arguments on lines of their own). A line after a `return` (`raise`, `throw`, `break`, `continue`) at that statement's
-//! own indentation would never run: the completion ends before it.
+//! (`int main() {`, a method's `(key) {`, `if (x) {`, Python's `for x in xs:`, a call's `(` with
+//! its arguments on lines of their own). A line after a `return` (`raise`, `throw`, `break`,
+//! `continue`) at that statement's own indentation would never run: the completion ends before it.
 //!
 //! A model that does not see the text after the cursor (no fill-in-the-middle) writes a whole
 //! line of its own where the cursor's line goes on: there the completion ends with its first
@@ -79,8 +79,9 @@ impl StopRules {
     }
 
     /// The part of `generated` to keep, and whether generation must stop: once the text reaches
-    /// the end of the cursor's block or of the statement begun there (the rest is cut), or, with
-    /// text after the cursor the model does not see, once its first line is whole.
+    /// the end of the cursor's block or of the statement begun on its line, a line that would
+    /// never run or a line the buffer has below (the rest is cut), or, with text after the cursor
+    /// on its line that the model does not see, once its first line is whole.
     pub fn apply<'a>(&self, generated: &'a str) -> (&'a str, bool) {
         let dedent = self.block_exit(generated);
         let bracket = match self.syntax {
@@ -145,6 +146,18 @@ impl StopRules {
         None
     }
 
+    /// Whether the line of code `content` (without its indentation) ends by opening brackets, or
+    /// in Python a compound statement's block; a comment opens nothing (`# Steps:`).
+    fn opens_block(&self, content: &str) -> bool {
+        let code = content.trim_end();
+        if code.starts_with(['#', '*']) || code.starts_with("//") || code.starts_with("/*") || code.starts_with("--") {
+            return false;
+        }
+        let compound = || PYTHON_COMPOUND_WORDS.contains(&first_word(code));
+        code.ends_with(['{', '(', '['])
+            || (self.syntax == BlockSyntax::Indentation && code.ends_with(':') && compound())
+    }
+
     /// Byte offset in `generated` of the first line that starts with non-blank text indented
     /// less than the block's first line, or, after a statement begun on the cursor's line (a
     /// definition, or a block or brackets the completion opens there), no more than that
@@ -173,8 +186,7 @@ impl StopRules {
                 Some(block) if indent < block && index > 0 => return Some(start),
                 Some(_) => {}
             }
-            let begun = index == 0 && !self.line_prefix.trim().is_empty();
-            if begun && full_line.trim_end().ends_with([':', '{', '(', '[']) {
+            if index == 0 && !self.line_prefix.trim().is_empty() && self.opens_block(content) {
                 statement = statement.or(Some(indent));
             }
             let closes = content.starts_with([')', ']', '}']);
@@ -197,14 +209,29 @@ impl StopRules {
     }
 }
 
+/// Words that begin Python's compound statements, whose header ends with a colon (a docstring's
+/// `Args:` does not open a block).
+const PYTHON_COMPOUND_WORDS: &[&str] = &[
+    "if", "elif", "else", "for", "while", "with", "try", "except", "finally", "def", "class", "async", "match", "case",
+];
+
 /// Statements after which the next one in the same block never runs.
 const JUMP_WORDS: &[&str] = &["return", "raise", "throw", "break", "continue"];
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The word that `code` starts with (empty when it starts with another character).
+fn first_word(code: &str) -> &str {
+    &code[..code.find(|c| !is_word_char(c)).unwrap_or(code.len())]
+}
 
 /// Whether the line of code `content` (without its indentation) is a jump: a word of
 /// [`JUMP_WORDS`] that no condition follows (Ruby's and Perl's `return if done` may fall through).
 fn jumps_away(content: &str) -> bool {
-    let is_word_char = |c: char| c.is_alphanumeric() || c == '_';
-    let (word, rest) = content.split_at(content.find(|c| !is_word_char(c)).unwrap_or(content.len()));
+    let word = first_word(content);
+    let rest = &content[word.len()..];
     JUMP_WORDS.contains(&word)
         && rest.chars().next().is_none_or(|c| c.is_whitespace() || c == ';' || c == '(')
         && !rest.split(|c| !is_word_char(c)).any(|w| w == "if" || w == "unless")
@@ -431,6 +458,15 @@ mod tests {
         assert_eq!(StopRules::new("    for x in ", PY).apply(python), ("xs:\n        t += x", true));
         let call = "(\n        a,\n    )\n    return t\n";
         assert_eq!(StopRules::new("    t = f", PY).apply(call), ("(\n        a,\n    )", true));
+        // A comment or a docstring's section opens nothing.
+        let goes_on = [
+            ("    # Steps", PY, " to follow:\n    # - a\n    x = 1\n"),
+            ("    Ar", PY, "gs:\n        x: a value\n    Returns:\n        y\n"),
+            ("  // see", C, " below (\n  // x\n  y();\n"),
+        ];
+        for (typed, syntax, generated) in goes_on {
+            assert_eq!(StopRules::new(typed, syntax).apply(generated), (generated, false), "after {typed:?}");
+        }
         // Opened before the cursor, the block ends at its closing bracket or dedent; a cursor's
         // line with nothing typed on it begins no statement.
         assert_eq!(StopRules::new("  if (x) {", C).apply("\n    a();\n  }\n  b();"), ("\n    a();", true));
