@@ -110,7 +110,8 @@ impl StopRules {
         line.trim_end().strip_suffix(self.unseen_rest.as_str()).unwrap_or(line)
     }
 
-    /// Byte offset in `generated` of the first line that is the buffer's unseen next line.
+    /// Byte offset in `generated` of the first whole line that is the buffer's unseen next line
+    /// (a line still being written may go on: `return` becoming `return x`).
     fn next_line_repeated(&self, generated: &str) -> Option<usize> {
         if self.unseen_next_line.is_empty() {
             return None;
@@ -121,7 +122,7 @@ impl StopRules {
                 0 => format!("{}{}", self.line_prefix, line).trim_end() == self.unseen_next_line,
                 _ => line.trim_end() == self.unseen_next_line,
             };
-            if repeats {
+            if repeats && line.ends_with('\n') {
                 return Some(offset);
             }
             offset += line.len();
@@ -427,6 +428,8 @@ mod tests {
         assert_eq!(rules.apply(loop_then_return), ("for (const a of argv) {\n    args[a] = true;\n  }", true));
         // Written on the cursor's line, the next line leaves nothing to suggest.
         assert_eq!(rules.apply("return args;\n"), ("", true));
+        // A line still being written may become another.
+        assert_eq!(rules.apply("x();\n  return args;"), ("x();\n  return args;", false));
         // The same text at another indentation is other code.
         let deeper = "if (x) {\n    return args;\n  }";
         assert_eq!(StopRules::new("  ", C).with_unseen_lines(after).apply(deeper), (deeper, false));
