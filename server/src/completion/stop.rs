@@ -19,6 +19,8 @@
 //! it see the lines below the cursor: a line it writes that is the buffer's next one (the same
 //! indentation and text) is code already there, and the completion ends before it.
 
+use std::borrow::Cow;
+
 /// How the cursor's block is delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlockSyntax {
@@ -116,18 +118,24 @@ impl StopRules {
         if self.unseen_next_line.is_empty() {
             return None;
         }
+        self.buffer_lines(generated)
+            .find(|line| line.generated.ends_with('\n') && line.full.trim_end() == self.unseen_next_line)
+            .map(|line| line.start)
+    }
+
+    /// The lines of `generated` as the buffer would have them: the first one after the text
+    /// typed before the cursor on its line.
+    fn buffer_lines<'a>(&'a self, generated: &'a str) -> impl Iterator<Item = BufferLine<'a>> {
         let mut offset = 0;
-        for (index, line) in generated.split_inclusive('\n').enumerate() {
-            let repeats = match index {
-                0 => format!("{}{}", self.line_prefix, line).trim_end() == self.unseen_next_line,
-                _ => line.trim_end() == self.unseen_next_line,
-            };
-            if repeats && line.ends_with('\n') {
-                return Some(offset);
-            }
+        generated.split_inclusive('\n').enumerate().map(move |(index, line)| {
+            let start = offset;
             offset += line.len();
-        }
-        None
+            let full = match index {
+                0 => Cow::Owned(format!("{}{}", self.line_prefix, line)),
+                _ => Cow::Borrowed(line),
+            };
+            BufferLine { index, start, generated: line, full }
+        })
     }
 
     /// The indentation of the cursor's line when it begins a definition: a word of
@@ -170,18 +178,14 @@ impl StopRules {
         let mut block_indent: Option<usize> = None;
         // The indentation of the last jump while the lines after it go on its statement.
         let mut jump_indent: Option<usize> = None;
-        let mut offset = 0;
-        for (index, line) in generated.split_inclusive('\n').enumerate() {
-            let start = offset;
-            offset += line.len();
+        for BufferLine { index, start, generated: line, full } in self.buffer_lines(generated) {
             // Lines still blank say nothing about the block, and neither does
             // the cursor's line when nothing was generated on it.
             if line.trim().is_empty() {
                 continue;
             }
-            let full_line = if index == 0 { format!("{}{}", self.line_prefix, line) } else { line.to_string() };
-            let content = full_line.trim_start_matches([' ', '\t']);
-            let indent = full_line.len() - content.len();
+            let content = full.trim_start_matches([' ', '\t']);
+            let indent = full.len() - content.len();
             match block_indent {
                 None => block_indent = Some(indent),
                 Some(block) if indent < block && index > 0 => return Some(start),
@@ -208,6 +212,18 @@ impl StopRules {
         }
         None
     }
+}
+
+/// A line of a completion ([`StopRules::buffer_lines`]).
+struct BufferLine<'a> {
+    /// Its number in the completion, from 0 (the cursor's line).
+    index: usize,
+    /// Its byte offset in the completion.
+    start: usize,
+    /// Its text in the completion, line break included.
+    generated: &'a str,
+    /// Its whole text in the buffer: for the cursor's line, the text before the cursor too.
+    full: Cow<'a, str>,
 }
 
 /// Words that begin Python's compound statements, whose header ends with a colon (a docstring's
