@@ -145,7 +145,8 @@ fn before_text_on_its_line_a_suggestion_is_one_line_and_inside_code_only_on_requ
 
 /// Nor does the default model see the lines below the cursor: on the blank line above a
 /// function's `return`, it writes a loop and then that `return` again (it did before this rule),
-/// which the suggestion leaves to the buffer.
+/// which the suggestion leaves to the buffer; also where the token limit ends the generation
+/// with that line (13 tokens above `return result`, when this test was written).
 #[test]
 fn a_suggestion_ends_before_the_line_below_the_cursor_that_the_model_writes_again() {
     let model = model_path();
@@ -161,6 +162,12 @@ fn a_suggestion_ends_before_the_line_below_the_cursor_that_the_model_writes_agai
         assert!(!suggestion.trim().is_empty(), "an empty suggestion proves nothing");
         let lines: Vec<String> = format!("    {suggestion}").lines().map(str::to_owned).collect();
         assert!(!lines.iter().any(|l| l == below), "{below:?} is in the buffer already: {suggestion:?}");
+    }
+    for max_tokens in 10..=16 {
+        set_max_tokens(client, max_tokens);
+        let suggestion = complete(client, &uri, 2, 4);
+        let last = format!("    {suggestion}").lines().last().map(str::to_owned);
+        assert_ne!(last.as_deref(), Some("    return result"), "{max_tokens} tokens: {suggestion:?}");
     }
     assert!(harness.client.shutdown(QUICK).unwrap());
 }

@@ -167,6 +167,11 @@ pub struct Completion {
 }
 
 impl Completion {
+    /// No text, with these figures.
+    fn empty(stats: CompletionStats) -> Completion {
+        Completion { text: String::new(), tokens: Vec::new(), origin: feedback::Origin::default(), stats }
+    }
+
     /// Whether this is a generation's whole lines so far, its rest to follow.
     pub fn is_partial(&self) -> bool {
         self.stats.stop == LINES_SO_FAR
@@ -248,6 +253,11 @@ impl Completer {
     /// has repository-level tokens and FIM and repository context are on).
     pub fn uses_repo_context(&self) -> bool {
         self.settings.fim && self.settings.repo_context && self.info.fim.is_some_and(|fim| fim.repo.is_some())
+    }
+
+    /// Whether prompts show the model the text after the cursor (fill-in-the-middle).
+    pub fn fills_in_the_middle(&self) -> bool {
+        self.fim().is_some()
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {
@@ -385,18 +395,16 @@ impl Completer {
     ) -> Result<Completion, CompletionError> {
         let text = request.text;
         check_cursor(request)?;
+        if let Some(nothing) = unwanted(request, self.fills_in_the_middle()) {
+            return Ok(nothing);
+        }
         let (unseen_rest, unseen_lines) = match self.fim() {
             Some(_) => ("", ""),
             None => (rest_of_line(text, request.cursor), lines_after_cursor(text, request.cursor)),
         };
-        if !trigger::wanted(request.trigger, unseen_rest) {
-            let stats =
-                CompletionStats { stop: trigger::CODE_AFTER_CURSOR, ..CompletionStats::empty(request.strategy) };
-            return Ok(Completion { stats, ..self.empty_completion(request.strategy) });
-        }
         let prompt = self.prompt(request)?;
         if prompt.tokens.is_empty() {
-            return Ok(self.empty_completion(request.strategy));
+            return Ok(Completion::empty(CompletionStats::empty(request.strategy)));
         }
         let healing = (!prompt.healed.is_empty()).then(|| self.healing(&prompt.healed));
         let line_start = text[..request.cursor].rfind('\n').map_or(0, |i| i + 1);
@@ -454,7 +462,7 @@ impl Completer {
             self.sources.save_acceptance(strategy);
         }
         let decoded = decode_whole_characters(&self.tokenizer, &generation.tokens)?;
-        let text = rules.apply(after_cursor(&decoded, &healed)).0.to_string();
+        let text = rules.apply_to_end(after_cursor(&decoded, &healed)).to_string();
         let stats =
             CompletionStats::new(request.strategy, &generation.stats, generation.stop, self.cost_model.as_ref());
         self.recent.push_back(stats.clone());
@@ -528,15 +536,6 @@ impl Completer {
         });
         Healing { text: text.to_owned(), token_texts: token_texts.clone() }
     }
-
-    fn empty_completion(&self, strategy: Strategy) -> Completion {
-        Completion {
-            text: String::new(),
-            tokens: Vec::new(),
-            origin: feedback::Origin::default(),
-            stats: CompletionStats::empty(strategy),
-        }
-    }
 }
 
 /// The text of `tokens` without a character that the last of them leave unfinished: a
@@ -558,6 +557,19 @@ fn decode_whole_characters(tokenizer: &Tokenizer, tokens: &[u32]) -> Result<Stri
 }
 
 /// An error unless the request's cursor is a character boundary in its text.
+/// The empty answer to `request` where no suggestion is wanted ([`trigger::wanted`]), for a
+/// model that sees the text after the cursor when `fills_in_the_middle`; `None` where one is
+/// wanted or the cursor is not a character boundary (the completion reports that).
+pub fn unwanted(request: &CompletionRequest, fills_in_the_middle: bool) -> Option<Completion> {
+    check_cursor(request).ok()?;
+    let unseen_rest = if fills_in_the_middle { "" } else { rest_of_line(request.text, request.cursor) };
+    if trigger::wanted(request.trigger, unseen_rest) {
+        return None;
+    }
+    let stats = CompletionStats { stop: trigger::CODE_AFTER_CURSOR, ..CompletionStats::empty(request.strategy) };
+    Some(Completion::empty(stats))
+}
+
 fn check_cursor(request: &CompletionRequest) -> Result<(), CompletionError> {
     match request.text.is_char_boundary(request.cursor) {
         true => Ok(()),

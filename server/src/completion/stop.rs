@@ -85,12 +85,23 @@ impl StopRules {
     /// never run or a line the buffer has below (the rest is cut), or, with text after the cursor
     /// on its line that the model does not see, once its first line is whole.
     pub fn apply<'a>(&self, generated: &'a str) -> (&'a str, bool) {
+        self.cut(generated, false)
+    }
+
+    /// [`Self::apply`] to the text a generation ended with (at the end of text or its token
+    /// limit): its last line is whole too, though no line break ends it.
+    pub fn apply_to_end<'a>(&self, generated: &'a str) -> &'a str {
+        self.cut(generated, true).0
+    }
+
+    /// [`Self::apply`], with the last line of `generated` taken as whole when `ended`.
+    fn cut<'a>(&self, generated: &'a str, ended: bool) -> (&'a str, bool) {
         let dedent = self.block_exit(generated);
         let bracket = match self.syntax {
             BlockSyntax::Indentation => None,
             BlockSyntax::Brackets { lifetimes } => unmatched_closer(generated, lifetimes),
         };
-        let repeat = self.next_line_repeated(generated);
+        let repeat = self.next_line_repeated(generated, ended);
         if let Some(cut) = [dedent, bracket, repeat].into_iter().flatten().min() {
             return (self.without_unseen_rest(generated[..cut].trim_end()), true);
         }
@@ -113,13 +124,17 @@ impl StopRules {
     }
 
     /// Byte offset in `generated` of the first whole line that is the buffer's unseen next line
-    /// (a line still being written may go on: `return` becoming `return x`).
-    fn next_line_repeated(&self, generated: &str) -> Option<usize> {
+    /// (a line still being written may go on: `return` becoming `return x`; once the generation
+    /// has `ended`, its last line is whole).
+    fn next_line_repeated(&self, generated: &str, ended: bool) -> Option<usize> {
         if self.unseen_next_line.is_empty() {
             return None;
         }
         self.buffer_lines(generated)
-            .find(|line| line.generated.ends_with('\n') && line.full.trim_end() == self.unseen_next_line)
+            .find(|line| {
+                let whole = ended || line.generated.ends_with('\n');
+                whole && line.full.trim_end() == self.unseen_next_line
+            })
             .map(|line| line.start)
     }
 
@@ -444,8 +459,11 @@ mod tests {
         assert_eq!(rules.apply(loop_then_return), ("for (const a of argv) {\n    args[a] = true;\n  }", true));
         // Written on the cursor's line, the next line leaves nothing to suggest.
         assert_eq!(rules.apply("return args;\n"), ("", true));
-        // A line still being written may become another.
+        // A line still being written may become another; the last line of a generation that
+        // ended (at the end of text or its token limit) is whole.
         assert_eq!(rules.apply("x();\n  return args;"), ("x();\n  return args;", false));
+        assert_eq!(rules.apply_to_end("x();\n  return args;"), "x();");
+        assert_eq!(rules.apply_to_end("x();\n  return args"), "x();\n  return args");
         // The same text at another indentation is other code.
         let deeper = "if (x) {\n    return args;\n  }";
         assert_eq!(StopRules::new("  ", C).with_unseen_lines(after).apply(deeper), (deeper, false));

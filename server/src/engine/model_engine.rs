@@ -28,7 +28,7 @@ use super::warming::{self, Warming};
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
 use crate::completion::feedback::{Teacher, Verdict};
 use crate::completion::{
-    self, Completer, Completion, CompletionError, CompletionStats, EngineSettings, RecentStats, TypedAhead,
+    self, unwanted, Completer, Completion, CompletionError, CompletionStats, EngineSettings, RecentStats, TypedAhead,
     LINES_SO_FAR,
 };
 use crate::sync::lock;
@@ -68,6 +68,9 @@ struct Loaded {
     /// Teaches the completer's preference cache the person's verdicts.
     teacher: Teacher,
     calibration: Arc<CalibrationControl>,
+    /// Whether prompts show the model the text after the cursor
+    /// ([`Completer::fills_in_the_middle`]; a change of it loads the model anew).
+    fills_in_the_middle: bool,
     name: String,
     device: String,
     tokenizer: Tokenizer,
@@ -261,6 +264,7 @@ impl ModelEngine {
                 let tokenizer = completer.tokenizer().clone();
                 let loaded = Loaded {
                     teacher: completer.teacher(),
+                    fills_in_the_middle: completer.fills_in_the_middle(),
                     name: info.name.clone(),
                     device: info.device.clone(),
                     tokenizer: tokenizer.clone(),
@@ -324,7 +328,14 @@ impl ModelEngine {
         if let Some(answer) = self.typed_through(&loaded, &job) {
             return Ok(answer);
         }
-        loaded.follow_or_stop_running(&job);
+        // Where no suggestion is wanted, the answer needs no model and does not wait for its turn
+        // (unless the running generation goes on at this place: its suggestion was wanted).
+        if !loaded.follow_or_stop_running(&job) {
+            if let Some(nothing) = unwanted(&job.request(), loaded.fills_in_the_middle) {
+                self.count_answer(&nothing.stats);
+                return Ok(nothing);
+            }
+        }
         // A background calibration gives the model back at once.
         let _wanting = loaded.calibration.want();
         // Requests queue for the model; a superseded one leaves the queue at once, and one the
@@ -373,10 +384,15 @@ impl ModelEngine {
         let answer = lock(&loaded.last_suggestion).continuation(job)?;
         let stop = if answer.partial { LINES_SO_FAR } else { "typed_through" };
         let stats = CompletionStats { stop, ..CompletionStats::empty(job.strategy) };
+        self.count_answer(&stats);
+        Some(Completion { text: answer.rest, tokens: answer.tokens, origin: answer.origin, stats })
+    }
+
+    /// Counts a completion answered without a generation of its own, `stats` its figures.
+    fn count_answer(&self, stats: &CompletionStats) {
         let mut figures = lock(&self.recent);
         figures.completions += 1;
-        figures.last = serde_json::to_value(&stats).ok();
-        Some(Completion { text: answer.rest, tokens: answer.tokens, origin: answer.origin, stats })
+        figures.last = serde_json::to_value(stats).ok();
     }
 
     /// [`Self::typed_through`] as soon as a change of the last suggestion (`changes`) gives
