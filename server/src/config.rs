@@ -274,6 +274,12 @@ fn expand_home(path: &str) -> PathBuf {
     }
 }
 
+/// Every setting's name as clients send it (`initializationOptions`,
+/// `workspace/didChangeConfiguration`): camelCase.
+pub fn client_setting_names() -> impl Iterator<Item = String> {
+    SETTINGS.iter().map(|name| spelled(name, Naming::CamelCase))
+}
+
 /// Reads a client's settings object: either the copilotd settings themselves, or an object
 /// holding them under a `copilotd` key (how editors usually namespace extension settings).
 pub fn client_settings(value: &Value) -> &Value {

@@ -91,6 +91,10 @@ export interface DaemonSettings {
   temperature?: number;
   topP?: number;
   seed?: number;
+  fim?: boolean;
+  repoContext?: boolean;
+  earlyLines?: boolean;
+  warm?: boolean;
 }
 
 export interface TextDocumentItem {

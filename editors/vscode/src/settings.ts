@@ -67,6 +67,13 @@ export function daemonSettings(config: vscode.WorkspaceConfiguration): DaemonSet
       settings[name] = value;
     }
   }
+  // Switches are sent only where the person set them: unset leaves the daemon's own config.
+  for (const name of ['fim', 'repoContext', 'earlyLines', 'warm'] as const) {
+    const value = config.get<unknown>(name);
+    if (typeof value === 'boolean') {
+      settings[name] = value;
+    }
+  }
   return settings;
 }
 

@@ -110,6 +110,16 @@ test('sampling settings go to the daemon as set, so that the daemon checks them'
   });
 });
 
+test('switches go to the daemon where set, and are left to it where unset', () => {
+  assert.deepEqual(daemonSettings(config({ fim: false, repoContext: true, earlyLines: false, warm: false })), {
+    fim: false,
+    repoContext: true,
+    earlyLines: false,
+    warm: false,
+  });
+  assert.deepEqual(daemonSettings(config({ fim: null, earlyLines: 'no' })), {});
+});
+
 test('status text shows model, speed and acceptance length; tooltip has the rest', () => {
   const { text, tooltip } = describeState({
     kind: 'running',

@@ -20,6 +20,10 @@ local M = {}
 --- @field temperature number?      Daemon `temperature` (0: greedy; nil: the daemon's default, greedy).
 --- @field top_p number?            Daemon `topP`, in (0, 1] (nil: the daemon's default, 1).
 --- @field seed integer?            Daemon `seed` (nil: fresh randomness per request).
+--- @field fim boolean?             Daemon `fim` (nil: the daemon's default, on).
+--- @field repo_context boolean?    Daemon `repoContext` (nil: the daemon's default, on).
+--- @field early_lines boolean?     Daemon `earlyLines` (nil: the daemon's default, on).
+--- @field warm boolean?            Daemon `warm` (nil: the daemon's default, on).
 --- @field debounce_ms integer      Quiet time after typing before a request is sent.
 --- @field auto_trigger boolean     Request while typing (false: only on the request key or `request()`).
 --- @field hl_group string          Highlight group of the ghost text.
@@ -38,6 +42,10 @@ M.defaults = {
   temperature = nil,
   top_p = nil,
   seed = nil,
+  fim = nil,
+  repo_context = nil,
+  early_lines = nil,
+  warm = nil,
   debounce_ms = 75,
   auto_trigger = true,
   hl_group = 'CopilotdSuggestion',
@@ -80,6 +88,9 @@ function M.resolve(opts)
   check('temperature', is('temperature', 'number', true), 'a number or nil')
   check('top_p', is('top_p', 'number', true), 'a number or nil')
   check('seed', is('seed', 'number', true), 'a number or nil')
+  for _, switch in ipairs({ 'fim', 'repo_context', 'early_lines', 'warm' }) do
+    check(switch, is(switch, 'boolean', true), 'a boolean or nil')
+  end
   check('debounce_ms', is('debounce_ms', 'number') and config.debounce_ms >= 0, 'a number >= 0')
   check('auto_trigger', is('auto_trigger', 'boolean'), 'a boolean')
   check('hl_group', is('hl_group', 'string'), 'a string')
@@ -102,6 +113,10 @@ function M.daemon_settings(config)
     temperature = config.temperature,
     topP = config.top_p,
     seed = config.seed,
+    fim = config.fim,
+    repoContext = config.repo_context,
+    earlyLines = config.early_lines,
+    warm = config.warm,
   }
 end
 

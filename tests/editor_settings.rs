@@ -1,10 +1,12 @@
-//! The editors offer exactly the strategies the daemon accepts: adding or removing one in
-//! `Strategy::ALL` without updating VS Code's setting and the editors' docs fails here.
+//! The editors offer what the daemon accepts: exactly its strategies, and every one of its
+//! settings. Adding or removing a strategy in `Strategy::ALL`, or a setting in the daemon's
+//! list, without updating VS Code's settings, the Neovim plugin and the editors' docs fails here.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use copilotd_server::completion::Strategy;
+use copilotd_server::config::client_setting_names;
 
 fn daemon_names() -> BTreeSet<String> {
     Strategy::ALL.iter().map(|s| s.name().to_owned()).collect()
@@ -45,4 +47,31 @@ fn editor_docs_list_the_daemon_strategies() {
     let end = doc[start..].find(" All give the same text").expect("the end of the strategy paragraph") + start;
     listed = quoted_words(&doc[start..end]);
     assert_eq!(listed, daemon_names(), "editors/nvim/doc/copilotd.txt: {}", &doc[start..end]);
+}
+
+/// The Neovim plugin's `daemon_settings` table: the names it sends.
+fn neovim_sent_names() -> BTreeSet<String> {
+    let source = read("editors/nvim/lua/copilotd/config.lua");
+    let start = source.find("function M.daemon_settings").expect("daemon_settings in config.lua");
+    let body = &source[start..start + source[start..].find("\nend").expect("the end of daemon_settings")];
+    body.lines().filter_map(|line| line.trim().split_once(" = config.")).map(|(name, _)| name.to_owned()).collect()
+}
+
+#[test]
+fn both_editors_offer_every_daemon_setting_and_document_it() {
+    let manifest: serde_json::Value = serde_json::from_str(&read("editors/vscode/package.json")).unwrap();
+    let properties = &manifest["contributes"]["configuration"]["properties"];
+    let readme = read("editors/README.md");
+    let neovim = neovim_sent_names();
+    let doc = read("editors/nvim/doc/copilotd.txt");
+    let sent_as = &doc[doc.find("sent as `initializationOptions`").expect("the Neovim doc's list of names")..];
+    let sent_as = quoted_words(&sent_as[..sent_as.find("\n\n").unwrap_or(sent_as.len())]);
+    let names: Vec<String> = client_setting_names().collect();
+    assert!(names.len() >= 13, "the daemon's settings: {names:?}");
+    for name in &names {
+        assert!(properties.get(format!("copilotd.{name}")).is_some(), "VS Code has no setting copilotd.{name}");
+        assert!(readme.contains(&format!("| `copilotd.{name}` |")), "editors/README.md has no row for copilotd.{name}");
+        assert!(neovim.contains(name), "the Neovim plugin does not send {name}: it sends {neovim:?}");
+        assert!(sent_as.contains(name), "the Neovim doc does not name {name} among the names it sends");
+    }
 }
