@@ -14,15 +14,27 @@ use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::ops::Range;
 use std::sync::OnceLock;
 
-/// Requests `threads` worker threads. The pools read `CANDLE_NUM_THREADS` /
-/// `RAYON_NUM_THREADS` (default: the cores) once, the first time they are used, so this
-/// must run before any computation in the process.
+/// Requests `threads` worker threads, by default one per physical core (unless
+/// `RAYON_NUM_THREADS` or `CANDLE_NUM_THREADS` says otherwise). The pools read those variables
+/// once, the first time they are used, so this must run before any computation in the process.
 pub fn configure(threads: Option<usize>) {
-    if let Some(n) = threads.filter(|&n| n > 0) {
-        let n = n.to_string();
-        std::env::set_var("CANDLE_NUM_THREADS", &n);
-        std::env::set_var("RAYON_NUM_THREADS", &n);
+    let requested = threads.filter(|&n| n > 0);
+    let set_by_person = ["RAYON_NUM_THREADS", "CANDLE_NUM_THREADS"].iter().any(|var| std::env::var_os(var).is_some());
+    if requested.is_none() && set_by_person {
+        return;
     }
+    let n = requested.unwrap_or_else(physical_cores).to_string();
+    std::env::set_var("CANDLE_NUM_THREADS", &n);
+    std::env::set_var("RAYON_NUM_THREADS", &n);
+}
+
+/// The physical cores this process may run on. Two threads of one core (SMT) share its vector
+/// units and its L1 cache, where a block of weights is kept while every input row meets it: a
+/// second thread there adds contention, not arithmetic (the pools' own default would take every
+/// logical CPU).
+fn physical_cores() -> usize {
+    let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
+    num_cpus::get_physical().clamp(1, allowed)
 }
 
 fn pool() -> &'static ThreadPool {
@@ -80,4 +92,13 @@ pub fn worth_splitting(rows: usize) -> bool {
 /// Items per range of the parallel loops above.
 fn range_len(n_items: usize) -> usize {
     n_items.div_ceil(effective() * 4).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_default_is_at_least_one_thread_and_at_most_the_cpus_allowed() {
+        let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert!((1..=allowed).contains(&super::physical_cores()));
+    }
 }
