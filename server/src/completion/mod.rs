@@ -556,7 +556,6 @@ fn decode_whole_characters(tokenizer: &Tokenizer, tokens: &[u32]) -> Result<Stri
     Ok(whole)
 }
 
-/// An error unless the request's cursor is a character boundary in its text.
 /// The empty answer to `request` where no suggestion is wanted ([`trigger::wanted`]), for a
 /// model that sees the text after the cursor when `fills_in_the_middle`; `None` where one is
 /// wanted or the cursor is not a character boundary (the completion reports that).
@@ -570,6 +569,7 @@ pub fn unwanted(request: &CompletionRequest, fills_in_the_middle: bool) -> Optio
     Some(Completion::empty(stats))
 }
 
+/// An error unless the request's cursor is a character boundary in its text.
 fn check_cursor(request: &CompletionRequest) -> Result<(), CompletionError> {
     match request.text.is_char_boundary(request.cursor) {
         true => Ok(()),
