@@ -1,5 +1,6 @@
 //! Bad input on the command line: each case is a one-line error on stderr
-//! and a non-zero exit, never a panic.
+//! and a non-zero exit, never a panic. A cache directory that cannot be
+//! written is no error: what would be kept there is only not kept.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -149,4 +150,25 @@ fn gguf_with_architecture(architecture: &str) -> Vec<u8> {
     bytes.extend((architecture.len() as u64).to_le_bytes());
     bytes.extend(architecture.as_bytes());
     bytes
+}
+
+#[test]
+fn a_cache_directory_that_cannot_be_written_costs_the_stores_not_the_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ok.py"), "def total(xs):\n    result = 0\n    \n    return result\n").unwrap();
+    // A directory cannot be made below a file, whoever runs the test.
+    std::fs::write(dir.path().join("a file"), b"").unwrap();
+    let model = copilotd_test_support::model_path();
+    let output = Command::new(env!("CARGO_BIN_EXE_copilotd"))
+        .args(complete_args(dir.path().to_str().unwrap(), "ok.py", "3", "5"))
+        .args(["--model", model.to_str().unwrap(), "--max-tokens", "8"])
+        .env("XDG_CACHE_HOME", dir.path().join("a file").join("cache"))
+        .output()
+        .expect("copilotd runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!String::from_utf8_lossy(&output.stdout).trim().is_empty(), "a completion: {stderr}");
+    assert!(stderr.contains("warning: completing without the common datastore"), "{stderr}");
+    assert!(stderr.contains("warning: the repository datastore is not kept for next time"), "{stderr}");
+    assert!(!stderr.contains("building the common datastore"), "no build whose result cannot be kept: {stderr}");
 }

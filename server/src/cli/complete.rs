@@ -6,7 +6,7 @@ use crate::completion::{Completer, CompletionRequest, Strategy, Trigger, Unconfi
 use crate::config::Config;
 use crate::text_position;
 use crate::workspace::paths::workspace_store_path;
-use crate::workspace::{index_workspace, Repository, WalkConfig};
+use crate::workspace::{save_store, update_workspace_store, Repository, WalkConfig};
 use anyhow::{Context, Result};
 use clap::Args;
 use copilotd_draft::cancel::CancelToken;
@@ -45,16 +45,23 @@ pub struct CompleteArgs {
 }
 
 /// The workspace's repository datastore, brought up to date (reusing what
-/// `copilotd index` or the daemon persisted).
+/// `copilotd index` or the daemon persisted) and saved for next time; used all the same where
+/// it cannot be saved (a cache directory that cannot be written), with a warning.
 fn index_quietly(workspace: &Path, tokenizer: &Tokenizer) -> Result<Repository> {
     let (config, _) = Config::load();
     let root = workspace.canonicalize().with_context(|| format!("cannot open workspace {}", workspace.display()))?;
     let walk = WalkConfig::new(&config.languages, &config.ignore)?;
     let encoder = tokenizer.clone();
     let tokenize = move |text: &str| encoder.encode(text);
-    let (store, summary) = index_workspace(&root, &walk, &tokenize, &workspace_store_path(&root)?, &|_, _| {})?;
+    let store_path = workspace_store_path(&root)?;
+    let (store, summary, unsaved) = update_workspace_store(&root, &walk, &tokenize, &store_path, &|_, _| {})?;
     if let Some(warning) = summary.warning {
         eprintln!("copilotd: warning: {warning}");
+    }
+    if unsaved {
+        if let Err(error) = save_store(&store, &store_path) {
+            eprintln!("copilotd: warning: the repository datastore is not kept for next time: {error:#}");
+        }
     }
     Ok(Repository::new(&root, Arc::new(RwLock::new(store))))
 }
@@ -69,8 +76,12 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
         // and again later to confirm it; a one-off command takes the cached curve as it is).
         completer.calibrate(Unconfirmed::Use)?;
     }
+    // Without the common store (a cache directory that cannot be written), drafts come from the
+    // other sources, as in the daemon.
     if args.strategy.uses_common_store() {
-        completer.load_common_store()?;
+        if let Err(error) = completer.load_common_store() {
+            eprintln!("copilotd: warning: completing without the common datastore: {error:#}");
+        }
     }
     // The repository store feeds drafting and, for models trained with it, the prompt.
     if args.strategy.uses_repository_store() || completer.uses_repo_context() {

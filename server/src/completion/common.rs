@@ -4,7 +4,8 @@
 
 use crate::common_build::{self, CommonBuildSummary};
 use crate::paths;
-use anyhow::Result;
+use anyhow::{Context, Result};
+use copilotd_draft::atomic_file;
 use copilotd_draft::common_store::{CommonParams, CommonStore};
 use copilotd_model::{ModelInfo, Tokenizer};
 use std::path::{Path, PathBuf};
@@ -92,6 +93,9 @@ fn open_or_build_at(
             Err(error) => tracing::warn!("rebuilding the common datastore {}: {error:#}", path.display()),
         }
     }
+    // The build takes a while: a place it could not be saved to fails before it, not after.
+    atomic_file::check_writable(path)
+        .with_context(|| format!("cannot write the common datastore to {}", path.display()))?;
     let corpus = corpus()?;
     eprintln!("copilotd: building the common datastore {} from {} (once)", path.display(), corpus.display());
     build(tokenizer, &corpus, path, params)?;

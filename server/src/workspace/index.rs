@@ -57,18 +57,34 @@ pub fn index_workspace(
     progress: &dyn Fn(usize, usize),
 ) -> Result<(RepositoryStore, IndexSummary)> {
     let started = Instant::now();
-    let files = walk(root, config, None)?.files;
-    let (store, mut summary, changed) = build(&files, config, tokenize, store_path, progress)?;
-    if changed || !store_path.exists() {
-        save(&store, store_path)?;
+    let (store, mut summary, unsaved) = update_workspace_store(root, config, tokenize, store_path, progress)?;
+    if unsaved {
+        save_store(&store, store_path)?;
     }
     summary.bytes_on_disk = std::fs::metadata(store_path).map_or(0, |m| m.len());
     summary.seconds = started.elapsed().as_secs_f64();
     Ok((store, summary))
 }
 
+/// The store of the workspace at `root`, brought up to date from the one persisted at
+/// `store_path` but not saved ([`index_workspace`] saves it), and whether it differs from what
+/// is persisted there.
+pub fn update_workspace_store(
+    root: &Path,
+    config: &WalkConfig,
+    tokenize: &Tokenize,
+    store_path: &Path,
+    progress: &dyn Fn(usize, usize),
+) -> Result<(RepositoryStore, IndexSummary, bool)> {
+    let started = Instant::now();
+    let files = walk(root, config, None)?.files;
+    let (store, mut summary, changed) = build(&files, config, tokenize, store_path, progress)?;
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok((store, summary, changed || !store_path.exists()))
+}
+
 /// Saves a store, creating its directory.
-pub(super) fn save(store: &RepositoryStore, store_path: &Path) -> Result<()> {
+pub fn save_store(store: &RepositoryStore, store_path: &Path) -> Result<()> {
     if let Some(dir) = store_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }

@@ -25,7 +25,7 @@ use copilotd_draft::repo_store::{FileUpdate, RepositoryStore};
 use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
-use super::index::{build, save, tokenize_files, IndexSummary};
+use super::index::{build, save_store, tokenize_files, IndexSummary};
 use super::walk::{relative_key, walk, WalkConfig, WalkedFile};
 use super::Tokenize;
 use crate::sync::{lock, read, write};
@@ -322,7 +322,7 @@ impl Worker {
                     return;
                 }
                 if changed || !self.store_path.exists() {
-                    if let Err(err) = save(&store, &self.store_path) {
+                    if let Err(err) = save_store(&store, &self.store_path) {
                         tracing::warn!("{err:#}");
                     }
                 }
@@ -341,7 +341,7 @@ impl Worker {
     fn save_if_changed(&self) {
         let store = read(&self.store);
         if self.saved_generation.is_some_and(|g| g != store.generation()) {
-            if let Err(err) = save(&store, &self.store_path) {
+            if let Err(err) = save_store(&store, &self.store_path) {
                 tracing::warn!("{err:#}");
             }
         }
