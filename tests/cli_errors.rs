@@ -171,4 +171,6 @@ fn a_cache_directory_that_cannot_be_written_costs_the_stores_not_the_completion(
     assert!(stderr.contains("warning: completing without the common datastore"), "{stderr}");
     assert!(stderr.contains("warning: the repository datastore is not kept for next time"), "{stderr}");
     assert!(!stderr.contains("building the common datastore"), "no build whose result cannot be kept: {stderr}");
+    // The library's own warnings are shown as the command line's are.
+    assert!(stderr.contains("copilotd: warning: cannot cache the cost curve"), "{stderr}");
 }

@@ -38,8 +38,14 @@ fn run() -> Result<()> {
         (true, None) => cli::serve_stdio(),
         (true, Some(_)) => anyhow::bail!("--stdio takes no subcommand"),
         (false, None) => anyhow::bail!("nothing to do: pass --stdio or a subcommand (see --help)"),
-        (false, Some(Command::Product(command))) => cli::run(command),
-        (false, Some(Command::Bench(command))) => copilotd_bench::cli::run(command),
+        (false, Some(Command::Product(command))) => {
+            cli::log::to_stderr();
+            cli::run(command)
+        }
+        (false, Some(Command::Bench(command))) => {
+            cli::log::to_stderr();
+            copilotd_bench::cli::run(command)
+        }
     }
 }
 

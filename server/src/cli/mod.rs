@@ -6,6 +6,7 @@
 mod complete;
 mod datastore;
 mod index;
+pub mod log;
 
 use crate::completion::drafting::BudgetSettings;
 use crate::completion::{sampling, EngineSettings, Sampling};
