@@ -395,13 +395,13 @@ impl Completer {
     ) -> Result<Completion, CompletionError> {
         let text = request.text;
         check_cursor(request)?;
-        if let Some(nothing) = unwanted(request, self.fills_in_the_middle()) {
-            return Ok(nothing);
-        }
         let (unseen_rest, unseen_lines) = match self.fim() {
             Some(_) => ("", ""),
             None => (rest_of_line(text, request.cursor), lines_after_cursor(text, request.cursor)),
         };
+        if let Some(nothing) = unwanted_before(request, unseen_rest) {
+            return Ok(nothing);
+        }
         let prompt = self.prompt(request)?;
         if prompt.tokens.is_empty() {
             return Ok(Completion::empty(CompletionStats::empty(request.strategy)));
@@ -562,6 +562,11 @@ fn decode_whole_characters(tokenizer: &Tokenizer, tokens: &[u32]) -> Result<Stri
 pub fn unwanted(request: &CompletionRequest, fills_in_the_middle: bool) -> Option<Completion> {
     check_cursor(request).ok()?;
     let unseen_rest = if fills_in_the_middle { "" } else { rest_of_line(request.text, request.cursor) };
+    unwanted_before(request, unseen_rest)
+}
+
+/// [`unwanted`] where the model does not see `unseen_rest` after the cursor on its line.
+fn unwanted_before(request: &CompletionRequest, unseen_rest: &str) -> Option<Completion> {
     if trigger::wanted(request.trigger, unseen_rest) {
         return None;
     }
