@@ -49,12 +49,15 @@ fn editor_docs_list_the_daemon_strategies() {
     assert_eq!(listed, daemon_names(), "editors/nvim/doc/copilotd.txt: {}", &doc[start..end]);
 }
 
-/// The Neovim plugin's `daemon_settings` table: the names it sends.
+/// The Neovim plugin's `daemon_options` table: the names it sends (`option = 'daemonName',`).
 fn neovim_sent_names() -> BTreeSet<String> {
     let source = read("editors/nvim/lua/copilotd/config.lua");
-    let start = source.find("function M.daemon_settings").expect("daemon_settings in config.lua");
-    let body = &source[start..start + source[start..].find("\nend").expect("the end of daemon_settings")];
-    body.lines().filter_map(|line| line.trim().split_once(" = config.")).map(|(name, _)| name.to_owned()).collect()
+    let start = source.find("M.daemon_options = {").expect("daemon_options in config.lua");
+    let body = &source[start..start + source[start..].find("\n}").expect("the end of daemon_options")];
+    body.lines()
+        .filter_map(|line| line.trim().split_once(" = '"))
+        .map(|(_, sent)| sent.trim_end_matches("',").to_owned())
+        .collect()
 }
 
 #[test]

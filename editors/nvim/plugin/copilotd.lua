@@ -23,7 +23,11 @@ vim.api.nvim_create_user_command('CopilotdReindex', function()
 end, { desc = 'Rebuild the copilotd workspace index' })
 
 vim.api.nvim_create_user_command('CopilotdRequest', function()
-  require('copilotd').request()
+  if vim.api.nvim_get_mode().mode:sub(1, 1) ~= 'i' then
+    vim.notify('copilotd: suggestions are asked for in insert mode (map `<Cmd>CopilotdRequest<CR>` there)', vim.log.levels.WARN)
+  elseif not require('copilotd').request() then
+    vim.notify('copilotd: not attached to this buffer', vim.log.levels.WARN)
+  end
 end, { desc = 'Ask copilotd for a suggestion at the cursor' })
 
 vim.api.nvim_create_user_command('CopilotdDismiss', function()

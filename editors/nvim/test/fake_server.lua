@@ -3,7 +3,8 @@
 --- Everything it receives goes to `_G.fake.log`; `_G.fake.reply(params, lines)` (set by the test) computes the
 --- answer to an inline-completion request from the document's lines as the server sees them, returning
 --- `result` or `nil, err`; answers are delayed by `_G.fake.delay` ms. `$/cancelRequest` answers the request at
---- once with RequestCancelled. Documents are synced in full, which keeps the fake simple.
+--- once with RequestCancelled. `_G.fake.status`, when set, is the answer to `copilotd/status`. Documents are synced
+--- in full, which keeps the fake simple.
 _G.fake = {
   log = {},
   delay = 0,
@@ -47,7 +48,7 @@ return function(dispatchers)
       end
       return _G.fake.reply(params, lines)
     elseif method == 'copilotd/status' then
-      return { model = 'fake', device = 'cpu', indexState = 'ready', completions = 0 }
+      return _G.fake.status or { model = 'fake', device = 'cpu', indexState = 'ready', completions = 0 }
     elseif method == 'shutdown' then
       return vim.NIL
     end

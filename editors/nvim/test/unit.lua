@@ -44,6 +44,25 @@ H.case('config validation', function()
   local switches = config.daemon_settings(config.resolve({ fim = false, repo_context = true, early_lines = false }))
   H.eq('switches', { switches.fim, switches.repoContext, switches.earlyLines, switches.warm }, { false, true, false, nil })
   H.check('a string switch is an error', not pcall(config.resolve, { warm = 'no' }))
+  local ok, err = pcall(config.resolve, { acept = true })
+  H.check('an unknown option is an error', not ok and err:find('unknown option `acept`', 1, true), err)
+  ok, err = pcall(config.resolve, { keymaps = { accept = 5 } })
+  H.check('a key that is not a string is an error', not ok and err:find('keymaps.accept', 1, true), err)
+  ok, err = pcall(config.resolve, { keymaps = { acept = '<C-l>' } })
+  H.check('an unknown key is an error', not ok and err:find('keymaps.acept', 1, true), err)
+  H.eq('a key set to false is fine', config.resolve({ keymaps = { request = false } }).keymaps.request, false)
+end)
+
+H.case('a wrong option is reported where setup() is called', function()
+  local setup = require('copilotd').setup
+  for _, opts in ipairs({ { acept = true }, { debounce_ms = 'x' }, { keymaps = { accept = 5 } } }) do
+    -- The line that calls setup(), not a line of the plugin.
+    local line
+    local ok, err = pcall(function()
+      line = debug.getinfo(1, 'l').currentline; setup(opts)
+    end)
+    H.check('error at the caller: ' .. vim.inspect(opts), not ok and err:find(':' .. line .. ': copilotd:', 1, true), err)
+  end
 end)
 
 H.case('help file', function()
@@ -304,12 +323,18 @@ H.case('errors and empty answers show nothing', function()
   H.eq('no suggestion for null', H.suggestion(), nil)
   H.input('<Esc>')
   H.settle()
+  H.eq('no request in normal mode', H.lua("return require('copilotd').request()"), false)
+  H.eq('nothing shown in normal mode', { H.suggestion(), H.ghost() }, {})
+  H.lua("require('copilotd').config.auto_trigger = false")
+  H.input('A!')
   H.check('request() works again', H.lua("return require('copilotd').request()"))
   H.check('suggestion after request()', H.wait(2000, function()
     return H.suggestion() ~= nil
   end))
   H.lua("require('copilotd').dismiss()")
   H.eq('dismiss clears', { H.suggestion(), H.ghost() }, {})
+  H.lua("require('copilotd').config.auto_trigger = true")
+  H.input('<Esc>')
 end)
 
 H.case('a suggestion with more lines to come is asked for again where it was', function()
@@ -337,12 +362,72 @@ H.case('a suggestion with more lines to come is asked for again where it was', f
   H.input('<Esc>')
 end)
 
+H.case('tabs in ghost text take the width they will have in the buffer', function()
+  H.lua([[
+    local reply = _G.fake.reply
+    _G.fake.reply = function(params, lines)
+      local line = lines[params.position.line + 1] or ''
+      if not line:match('TAB$') then
+        return reply(params, lines)
+      end
+      return { items = { { insertText = '\tx\n\ty', range = { start = params.position, ['end'] = params.position } } } }
+    end
+    vim.bo.expandtab, vim.bo.tabstop = false, 8
+    vim.api.nvim_buf_set_lines(0, -1, -1, false, { 'a\tTAB' })
+    vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), 0 })
+  ]])
+  H.input('A')
+  H.settle()
+  H.check('request() in insert mode', H.lua("return require('copilotd').request()"))
+  H.check('suggestion appears', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  -- The cursor is at display column 11: the tab reaches the stop at 16.
+  H.eq('the first line from the cursor, the others from the margin', { H.ghost().inline, H.ghost().lines },
+    { string.rep(' ', 5) .. 'x', { string.rep(' ', 8) .. 'y' } })
+  H.input('<Esc>')
+end)
+
+H.case('reloading the buffer keeps it hooked up', function()
+  H.input('<Esc>')
+  H.lua('vim.cmd.write() vim.cmd.edit({ bang = true })')
+  H.input('Go    ret')
+  H.check('suggestion appears after :edit!', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  H.input('<Tab>')
+  H.settle()
+  H.eq('Tab accepts after :edit!', H.lines()[#H.lines() - 2], '    return a + b')
+  H.input('<Esc>')
+end)
+
+H.case('setup() again reaches the running daemon and the attached buffers', function()
+  local options = "{ cmd = require('copilotd').config.cmd, max_tokens = %d, strategy = 'pld', debounce_ms = 30%s }"
+  H.lua('require("copilotd").setup(' .. options:format(5, ", keymaps = { accept = '<C-l>' }") .. ')')
+  local sent = logged('workspace/didChangeConfiguration')
+  H.eq('the new daemon options are sent', sent[#sent] and sent[#sent].settings.copilotd.maxTokens, 5)
+  local function action(lhs)
+    return H.lua("return vim.fn.maparg(..., 'i', false, true).desc", lhs)
+  end
+  H.eq('the old accept key is unmapped', action('<Tab>') == 'copilotd: accept suggestion', false)
+  H.eq('the new accept key is mapped', action('<C-l>'), 'copilotd: accept suggestion')
+  H.lua('require("copilotd").setup(' .. options:format(24, '') .. ')')
+  H.eq('the first key is back', action('<Tab>'), 'copilotd: accept suggestion')
+  H.eq('the other key is gone', action('<C-l>') == 'copilotd: accept suggestion', false)
+end)
+
 H.case('health and status', function()
   H.eq('status through copilotd/status', H.lua("return require('copilotd').status().model"), 'fake')
   H.lua('vim.cmd.checkhealth("copilotd")')
   local report = table.concat(H.lines(), '\n')
   H.check('checkhealth reports the client', report:find('copilotd') and report:find('attached'), report)
   H.check('checkhealth has no errors', not report:find('ERROR'), report)
+  H.lua([[_G.fake.status = { model = '/nope.gguf', modelState = 'failed', modelError = 'no such file: /nope.gguf',
+    device = 'cpu', indexState = 'ready' }]])
+  H.lua('vim.cmd.checkhealth("copilotd")')
+  report = table.concat(H.lines(), '\n')
+  H.check('checkhealth reports a model that failed', report:find('ERROR') and report:find('no such file: /nope.gguf', 1, true), report)
+  H.lua('_G.fake.status = nil')
 end)
 
 H.finish()

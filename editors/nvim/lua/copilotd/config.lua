@@ -34,18 +34,6 @@ M.defaults = {
   cmd = { 'copilotd', '--stdio' },
   filetypes = { 'python' },
   root_markers = { '.git', 'pyproject.toml', 'setup.py', 'setup.cfg', '.hg' },
-  max_tokens = nil,
-  strategy = nil,
-  model = nil,
-  threads = nil,
-  ignore = nil,
-  temperature = nil,
-  top_p = nil,
-  seed = nil,
-  fim = nil,
-  repo_context = nil,
-  early_lines = nil,
-  warm = nil,
   debounce_ms = 75,
   auto_trigger = true,
   hl_group = 'CopilotdSuggestion',
@@ -58,18 +46,28 @@ M.defaults = {
   },
 }
 
---- Merges user options over the defaults and checks their types.
+--- Merges user options over the defaults and checks their names and types.
 --- @param opts table?
 --- @return copilotd.Config
 function M.resolve(opts)
   opts = opts or {}
+  -- The error points at the caller of `setup()`, whose options are wrong: `depth` more levels up when a helper of
+  -- this function calls it.
+  local function fail(message, depth)
+    error('copilotd: ' .. message, 4 + (depth or 0))
+  end
+  for name in pairs(opts) do
+    if M.defaults[name] == nil and M.daemon_options[name] == nil then
+      fail(('unknown option `%s` (see :help copilotd-config)'):format(tostring(name)))
+    end
+  end
   local config = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
   if opts.keymaps == false then
     config.keymaps = false
   end
   local function check(name, ok, expected)
     if not ok then
-      error(('copilotd: option `%s` must be %s, got %s'):format(name, expected, vim.inspect(config[name])), 3)
+      fail(('option `%s` must be %s, got %s'):format(name, expected, vim.inspect(config[name])), 1)
     end
   end
   local function is(name, kind, optional)
@@ -95,29 +93,44 @@ function M.resolve(opts)
   check('auto_trigger', is('auto_trigger', 'boolean'), 'a boolean')
   check('hl_group', is('hl_group', 'string'), 'a string')
   check('keymaps', config.keymaps == false or is('keymaps', 'table'), 'a table or false')
+  for key, lhs in pairs(config.keymaps or {}) do
+    if M.defaults.keymaps[key] == nil then
+      fail(('unknown key `keymaps.%s` (see :help copilotd-keys)'):format(tostring(key)))
+    end
+    if lhs ~= false and (type(lhs) ~= 'string' or lhs == '') then
+      fail(('`keymaps.%s` must be a key (a string) or false, got %s'):format(key, vim.inspect(lhs)))
+    end
+  end
   return config
 end
 
---- The daemon settings (its names in camelCase) for `initializationOptions`; unset options are left out so the
---- daemon's config.toml still applies.
+--- The options the daemon takes, by their names here and the daemon's (camelCase). Unset (nil, the default but for
+--- `filetypes`), they are left out of what is sent, so that the daemon's config.toml still applies.
+M.daemon_options = {
+  model = 'model',
+  strategy = 'strategy',
+  max_tokens = 'maxTokens',
+  threads = 'threads',
+  filetypes = 'languages',
+  ignore = 'ignore',
+  temperature = 'temperature',
+  top_p = 'topP',
+  seed = 'seed',
+  fim = 'fim',
+  repo_context = 'repoContext',
+  early_lines = 'earlyLines',
+  warm = 'warm',
+}
+
+--- The daemon settings, for `initializationOptions` and `workspace/didChangeConfiguration`.
 --- @param config copilotd.Config
 --- @return table
 function M.daemon_settings(config)
-  return {
-    model = config.model,
-    strategy = config.strategy,
-    maxTokens = config.max_tokens,
-    threads = config.threads,
-    languages = config.filetypes,
-    ignore = config.ignore,
-    temperature = config.temperature,
-    topP = config.top_p,
-    seed = config.seed,
-    fim = config.fim,
-    repoContext = config.repo_context,
-    earlyLines = config.early_lines,
-    warm = config.warm,
-  }
+  local settings = {}
+  for name, daemon_name in pairs(M.daemon_options) do
+    settings[daemon_name] = config[name]
+  end
+  return settings
 end
 
 return M

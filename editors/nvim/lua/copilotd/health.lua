@@ -65,6 +65,12 @@ local function check_clients()
             tostring(status.indexState)
           )
         )
+        if status.modelState == 'failed' then
+          health.error('model: ' .. tostring(status.modelError or 'failed to load'), {
+            'Set `model` in require("copilotd").setup() to a GGUF file or a safetensors directory',
+            'or leave it unset for the default model (`copilotd model fetch`)',
+          })
+        end
         local kernel = tostring(status.device or ''):match('([%w%-_]+) kernel')
         if kernel then
           health.ok('kernel: ' .. kernel)

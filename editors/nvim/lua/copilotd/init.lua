@@ -41,20 +41,33 @@ local function command_available(cmd)
   return false
 end
 
+--- The keys `map_keys` mapped in each buffer, so that a new configuration can take them back.
+--- @type table<integer, string[]>
+local mapped_keys = {}
+
+--- Maps the configured insert-mode keys in a buffer, first removing the ones an earlier configuration mapped there.
 local function map_keys(bufnr, keymaps)
+  for _, lhs in ipairs(mapped_keys[bufnr] or {}) do
+    pcall(vim.keymap.del, 'i', lhs, { buffer = bufnr })
+  end
+  mapped_keys[bufnr] = {}
   if not keymaps then
     return
   end
+  local function map(lhs, rhs, opts)
+    vim.keymap.set('i', lhs, rhs, vim.tbl_extend('force', { buffer = bufnr, silent = true }, opts))
+    table.insert(mapped_keys[bufnr], lhs)
+  end
   local function expr_with_fallback(lhs, action, desc)
-    vim.keymap.set('i', lhs, function()
+    map(lhs, function()
       if suggestion.get() then
         return ('<Cmd>lua require("copilotd").%s()<CR>'):format(action)
       end
       return lhs
-    end, { buffer = bufnr, expr = true, silent = true, desc = desc })
+    end, { expr = true, desc = desc })
   end
   local function plain(lhs, fn, desc)
-    vim.keymap.set('i', lhs, fn, { buffer = bufnr, silent = true, desc = desc })
+    map(lhs, fn, { desc = desc })
   end
   if keymaps.accept then
     expr_with_fallback(keymaps.accept, 'accept', 'copilotd: accept suggestion')
@@ -73,7 +86,9 @@ local function map_keys(bufnr, keymaps)
   end
 end
 
-local function watch_buffer(bufnr, config)
+--- Hooks a buffer up: its autocommands (which read the current configuration) and its keys. A buffer that is
+--- unloaded (`:bdelete`, or `:edit` reloading it) loses its hooks and is hooked up again when it is attached anew.
+local function watch_buffer(bufnr)
   local group = vim.api.nvim_create_augroup('copilotd_buffer_' .. bufnr, { clear = true })
   local function on(events, fn)
     vim.api.nvim_create_autocmd(events, { group = group, buffer = bufnr, callback = fn })
@@ -82,7 +97,7 @@ local function watch_buffer(bufnr, config)
     suggestion.on_change()
   end)
   on('InsertEnter', function()
-    if config.auto_trigger then
+    if M.config.auto_trigger then
       suggestion.schedule()
     end
   end)
@@ -106,8 +121,10 @@ local function watch_buffer(bufnr, config)
   on('BufUnload', function()
     suggestion.clear()
     pcall(vim.api.nvim_del_augroup_by_id, group)
+    vim.b[bufnr].copilotd_attached = nil
+    mapped_keys[bufnr] = nil
   end)
-  map_keys(bufnr, config.keymaps)
+  map_keys(bufnr, M.config.keymaps)
 end
 
 --- Starts (or reuses) the daemon for a buffer and hooks the buffer up.
@@ -132,16 +149,18 @@ function M.attach(bufnr)
   }, { bufnr = bufnr })
   if client_id and not vim.b[bufnr].copilotd_attached then
     vim.b[bufnr].copilotd_attached = true
-    watch_buffer(bufnr, config)
+    watch_buffer(bufnr)
     require('copilotd.statusline').start()
   end
   return client_id
 end
 
---- Configures the plugin and attaches to open and future buffers of `filetypes`.
+--- Configures the plugin and attaches to open and future buffers of `filetypes`. Called again, it also gives
+--- attached buffers the new keys and running daemons the new daemon options.
 --- @param opts table? see `:help copilotd-config`
 function M.setup(opts)
   local config = config_mod.resolve(opts)
+  local reconfigured = M.config ~= nil
   M.config = config
   suggestion.config = config
   vim.api.nvim_set_hl(0, 'CopilotdSuggestion', { link = 'Comment', default = true })
@@ -153,6 +172,17 @@ function M.setup(opts)
       M.attach(event.buf)
     end,
   })
+  if reconfigured then
+    for bufnr in pairs(mapped_keys) do
+      if vim.api.nvim_buf_is_valid(bufnr) then
+        map_keys(bufnr, config.keymaps)
+      end
+    end
+    local settings = { copilotd = config_mod.daemon_settings(config) }
+    for _, client in ipairs(vim.lsp.get_clients({ name = 'copilotd' })) do
+      require('copilotd.compat').call(client, 'notify', 'workspace/didChangeConfiguration', { settings = settings })
+    end
+  end
   for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
     if vim.api.nvim_buf_is_loaded(bufnr) and vim.tbl_contains(config.filetypes, vim.bo[bufnr].filetype) then
       M.attach(bufnr)

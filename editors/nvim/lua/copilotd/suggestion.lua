@@ -228,7 +228,8 @@ local function first_fitting(result, bufnr, row, col, encoding)
   return nil
 end
 
---- Asks the daemon for a suggestion at the cursor (cancelling the previous request).
+--- Asks the daemon for a suggestion at the cursor (cancelling the previous request). Only in insert mode: a
+--- suggestion is shown and accepted there, at the place between two characters where the next one is typed.
 --- @param trigger_kind integer? 1 invoked (default), 2 automatic
 --- @return boolean sent
 function M.request(trigger_kind)
@@ -236,7 +237,7 @@ function M.request(trigger_kind)
   cancel_pending()
   local bufnr = vim.api.nvim_get_current_buf()
   local client = M.client(bufnr)
-  if not client then
+  if not client or not in_insert_mode() then
     return false
   end
   local row, col = cursor()
