@@ -7,7 +7,8 @@ use std::process::{Command, Output};
 
 fn copilotd(args: &[&str], model_env: Option<&Path>) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_copilotd"));
-    command.args(args).env_remove("COPILOTD_MODEL");
+    // No config.toml of the person running the tests.
+    command.args(args).env_remove("COPILOTD_MODEL").env("XDG_CONFIG_HOME", "/nonexistent/copilotd-tests");
     if let Some(model) = model_env {
         command.env("COPILOTD_MODEL", model);
     }
@@ -97,6 +98,10 @@ fn bad_sampling_values_are_usage_errors() {
         ("--top-p", "1.5", "top_p must be a number in (0, 1]"),
         ("--seed", "1.5", "seed must be an integer"),
         ("--seed", "-3", "seed must be an integer"),
+        ("--max-tokens", "0", "0 is not in 1..=4096"),
+        ("--max-tokens", "5000", "5000 is not in 1..=4096"),
+        ("--threads", "0", "0 is not in 1..=1024"),
+        ("--prompt-tokens", "0", "0 is not in 1.."),
     ];
     for (flag, value, expected) in cases {
         let output = copilotd(&["complete", "--file", "x.py", "--line", "1", "--column", "1", flag, value], None);
@@ -173,4 +178,88 @@ fn a_cache_directory_that_cannot_be_written_costs_the_stores_not_the_completion(
     assert!(!stderr.contains("building the common datastore"), "no build whose result cannot be kept: {stderr}");
     // The library's own warnings are shown as the command line's are.
     assert!(stderr.contains("copilotd: warning: cannot cache the cost curve"), "{stderr}");
+}
+
+/// `copilotd` with the test model and the cache and configuration directories of `dir`.
+fn copilotd_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_copilotd"))
+        .args(args)
+        .env("COPILOTD_MODEL", copilotd_test_support::model_path())
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .output()
+        .expect("copilotd runs")
+}
+
+/// The JSON line `complete --json` printed.
+fn completion_json(output: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("a JSON line")
+}
+
+#[test]
+fn complete_takes_what_the_flags_leave_open_from_config_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("config/copilotd")).unwrap();
+    std::fs::write(dir.path().join("config/copilotd/config.toml"), "strategy = \"ar\"\nmax_tokens = 2\n").unwrap();
+    std::fs::write(dir.path().join("ok.py"), "def total(xs):\n    result = 0\n    \n    return result\n").unwrap();
+    let mut args = complete_args(dir.path().to_str().unwrap(), "ok.py", "3", "5");
+    args.push("--json");
+    let configured = completion_json(&copilotd_in(dir.path(), &args));
+    assert_eq!(configured["strategy"], "ar", "{configured}");
+    assert!(configured["new_tokens"].as_u64().unwrap() <= 2, "{configured}");
+    args.extend(["--strategy", "pld", "--max-tokens", "3"]);
+    let flagged = completion_json(&copilotd_in(dir.path(), &args));
+    assert_eq!(flagged["strategy"], "pld", "the flag wins: {flagged}");
+    assert!(flagged["new_tokens"].as_u64().unwrap() <= 3, "{flagged}");
+
+    std::fs::write(dir.path().join("config/copilotd/config.toml"), "model = \"/nonexistent/model.gguf\"\n").unwrap();
+    assert_clean_error(&copilotd_in(dir.path(), &args), "model not found");
+}
+
+#[test]
+fn top_p_or_seed_without_a_temperature_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ok.py"), "x = 1\n").unwrap();
+    let mut args = complete_args(dir.path().to_str().unwrap(), "ok.py", "2", "1");
+    args.extend(["--strategy", "ar", "--max-tokens", "1", "--seed", "7"]);
+    let output = copilotd_in(dir.path(), &args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && stderr.contains("no effect at temperature 0"), "{stderr}");
+}
+
+#[test]
+fn index_reports_once_and_rebuilds_a_damaged_store_with_one_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::write(workspace.join("a.py"), "def f():\n    return 1\n").unwrap();
+    let index = || copilotd_in(dir.path(), &["index", workspace.to_str().unwrap()]);
+    let first = index();
+    assert_eq!(String::from_utf8_lossy(&first.stdout).matches("indexed").count(), 1, "{first:?}");
+    let stores: Vec<_> =
+        walk_files(&dir.path().join("cache")).into_iter().filter(|p| p.ends_with("repo.store")).collect();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    std::fs::write(&stores[0], b"not a store").unwrap();
+    let second = index();
+    let (stdout, stderr) = (String::from_utf8_lossy(&second.stdout), String::from_utf8_lossy(&second.stderr));
+    assert!(second.status.success(), "{stderr}");
+    assert_eq!(stdout.matches("indexed").count(), 1, "{stdout}");
+    assert_eq!(stderr.matches("rebuilding the repository datastore").count(), 1, "{stderr}");
+    assert!(stderr.lines().all(|line| !line.starts_with("warning:")), "every warning is a copilotd one: {stderr}");
+}
+
+/// Every file below `dir`.
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk_files(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

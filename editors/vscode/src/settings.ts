@@ -16,7 +16,7 @@ export interface ExtensionSettings {
 }
 
 /** Settings whose change needs a new daemon process, not just a configuration notification. */
-export const RESTART_SETTINGS = ['copilotd.path'];
+export const RESTART_SETTINGS = ['copilotd.path', 'copilotd.threads'];
 
 export function readSettings(config: vscode.WorkspaceConfiguration): ExtensionSettings {
   const languages = stringList(config.get<unknown>('languages'));

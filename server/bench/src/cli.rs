@@ -15,6 +15,7 @@ use copilotd_server::completion::drafting::BudgetSettings;
 use copilotd_server::completion::{
     self, calibrate, common, Calibrated, Calibration, Completer, Sampling, Strategy, Unconfirmed,
 };
+use copilotd_server::config::Config;
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -184,7 +185,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
 fn cost_curve(args: &CostCurveArgs) -> Result<()> {
     anyhow::ensure!(args.repeats > 0 && args.cache > 0, "--repeats and --cache must be positive");
     anyhow::ensure!(!args.nodes.is_empty() && !args.nodes.contains(&0), "--nodes must list positive node counts");
-    let mut model = completion::load_model(&args.engine.settings())?;
+    let mut model = completion::load_model(&args.engine.settings(&Config::default()))?;
     let info = model.info().clone();
     let tokens = calibrate::sample_tokens(&model, args.cache + 1)?;
 
@@ -345,7 +346,7 @@ fn repo(args: &RepoArgs) -> Result<()> {
     let full_readers = common_readers(args, args.common_full, "--common-full")?;
     let refined_readers = common_readers(args, args.common_refined.is_some(), "--common-refined")?;
     let packages = packages::read_list(&args.packages)?;
-    let settings = args.engine.settings();
+    let settings = args.engine.settings(&Config::default());
     let mut completer = Completer::load(&settings)?;
     let calibration = if settings.budget.cost_aware { Some(price_drafts(&mut completer, args)?) } else { None };
     let common = match common::open_or_build(completer.tokenizer()) {

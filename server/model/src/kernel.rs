@@ -113,15 +113,20 @@ pub struct KernelChoice {
 }
 
 /// Picks the kernel: `requested` (from the options), else [`KERNEL_ENV`], else the best.
-/// A kernel this CPU cannot run, or an unknown name, gives the portable kernel and a
-/// warning: never an illegal instruction.
+/// A kernel this CPU cannot run gives the portable kernel and a warning: never an illegal
+/// instruction. An unknown name in the variable (a typo) gives the best and a warning.
 pub fn choose(requested: Option<Kernel>) -> KernelChoice {
-    let requested = match requested {
-        Some(kernel) => Ok(Some(kernel)),
-        None => match std::env::var(KERNEL_ENV) {
-            Ok(name) if !name.trim().is_empty() => name.parse().map(Some).map_err(|e| format!("{KERNEL_ENV}: {e}")),
-            _ => Ok(None),
-        },
+    choose_with(requested, std::env::var(KERNEL_ENV).ok())
+}
+
+/// [`choose`] with `variable` as the value of [`KERNEL_ENV`].
+fn choose_with(requested: Option<Kernel>, variable: Option<String>) -> KernelChoice {
+    let requested = match (requested, variable) {
+        (Some(kernel), _) => Ok(Some(kernel)),
+        (None, Some(name)) if !name.trim().is_empty() => {
+            name.parse().map(Some).map_err(|e| format!("{KERNEL_ENV}: {e}"))
+        }
+        (None, _) => Ok(None),
     };
     match requested {
         Ok(None) => KernelChoice { kernel: Kernel::best(), warning: None },
@@ -135,7 +140,8 @@ pub fn choose(requested: Option<Kernel>) -> KernelChoice {
             )),
         },
         Err(e) => {
-            KernelChoice { kernel: Kernel::Portable, warning: Some(format!("{e}; running the portable kernel (slow)")) }
+            let kernel = Kernel::best();
+            KernelChoice { kernel, warning: Some(format!("{e}; running the fastest kernel this CPU runs, {kernel}")) }
         }
     }
 }
@@ -224,5 +230,13 @@ mod tests {
         let warning = choice.warning.expect("a warning");
         assert!(warning.contains(missing.name()), "{warning}");
         assert_eq!(choose(Some(Kernel::Portable)), KernelChoice { kernel: Kernel::Portable, warning: None });
+    }
+
+    #[test]
+    fn an_unknown_kernel_name_in_the_environment_gives_the_best_kernel_with_a_warning() {
+        let choice = choose_with(None, Some("avx-512".to_owned()));
+        assert_eq!(choice.kernel, Kernel::best());
+        let warning = choice.warning.expect("a warning");
+        assert!(warning.contains("unknown kernel 'avx-512'") && warning.contains(Kernel::best().name()), "{warning}");
     }
 }

@@ -38,7 +38,7 @@ pub use config::{Config, Family, RopeStyle};
 pub use kernel::{choose as choose_kernel, CpuDescription, Kernel, KernelChoice, KERNEL_ENV};
 pub use kv::KvCache;
 pub use model::Model;
-pub use threads::run as run_on_model_threads;
+pub use threads::{run as run_on_model_threads, running as model_threads_running, wanted as model_threads_wanted};
 pub use tokenizer::{tokenizer_from_gguf, FimTokens, RepoTokens, Tokenizer};
 pub use tree::TreeLayout;
 

@@ -19,13 +19,36 @@ use std::sync::OnceLock;
 /// once, the first time they are used, so this must run before any computation in the process.
 pub fn configure(threads: Option<usize>) {
     let requested = threads.filter(|&n| n > 0);
-    let set_by_person = ["RAYON_NUM_THREADS", "CANDLE_NUM_THREADS"].iter().any(|var| std::env::var_os(var).is_some());
-    if requested.is_none() && set_by_person {
+    if requested.is_none() && set_by_person().is_some() {
         return;
     }
-    let n = requested.unwrap_or_else(physical_cores).to_string();
+    let n = wanted(requested).to_string();
     std::env::set_var("CANDLE_NUM_THREADS", &n);
     std::env::set_var("RAYON_NUM_THREADS", &n);
+}
+
+/// The threads [`configure`] would give the pools for `threads`: that many, else what a person
+/// set in `RAYON_NUM_THREADS` or `CANDLE_NUM_THREADS`, else one per physical core.
+pub fn wanted(threads: Option<usize>) -> usize {
+    threads.filter(|&n| n > 0).or_else(set_by_person).unwrap_or_else(physical_cores)
+}
+
+/// The thread count in `RAYON_NUM_THREADS` (else `CANDLE_NUM_THREADS`), if a person set one:
+/// read before [`configure`] first sets them.
+fn set_by_person() -> Option<usize> {
+    static SET: OnceLock<Option<usize>> = OnceLock::new();
+    *SET.get_or_init(|| {
+        ["RAYON_NUM_THREADS", "CANDLE_NUM_THREADS"]
+            .iter()
+            .find_map(|var| std::env::var(var).ok())
+            .map(|value| value.trim().parse().ok().filter(|&n| n > 0).unwrap_or_else(physical_cores))
+    })
+}
+
+/// The threads the model runs on, once its pool has started (at the first forward pass). The
+/// pool keeps them for the life of the process: a new count takes effect in a new process.
+pub fn running() -> Option<usize> {
+    POOL.get().map(ThreadPool::current_num_threads)
 }
 
 /// The physical cores this process may run on. Two threads of one core (SMT) share its vector
@@ -37,8 +60,9 @@ fn physical_cores() -> usize {
     num_cpus::get_physical().clamp(1, allowed)
 }
 
+static POOL: OnceLock<ThreadPool> = OnceLock::new();
+
 fn pool() -> &'static ThreadPool {
-    static POOL: OnceLock<ThreadPool> = OnceLock::new();
     POOL.get_or_init(|| {
         ThreadPoolBuilder::new()
             .thread_name(|i| format!("copilotd-model-{i}"))

@@ -3,11 +3,12 @@
 
 use super::{parse, EngineArgs, SamplingArgs};
 use crate::completion::{Completer, CompletionRequest, Strategy, Trigger, Unconfirmed};
-use crate::config::Config;
+use crate::config::{Config, MAX_TOKENS_LIMIT};
 use crate::text_position;
 use crate::workspace::paths::workspace_store_path;
 use crate::workspace::{save_store, update_workspace_store, Repository, WalkConfig};
 use anyhow::{Context, Result};
+use clap::builder::RangedU64ValueParser;
 use clap::Args;
 use copilotd_draft::cancel::CancelToken;
 use copilotd_model::Tokenizer;
@@ -29,12 +30,13 @@ pub struct CompleteArgs {
     /// Cursor column in characters, 1-based.
     #[arg(long)]
     column: usize,
-    /// Most new tokens.
-    #[arg(long, default_value_t = 128)]
-    max_tokens: usize,
-    /// Decoding strategy: ar, pld, rest, fastcoder, spectra or auto.
-    #[arg(long, default_value = "auto", value_parser = parse::<Strategy>)]
-    strategy: Strategy,
+    /// Most new tokens, 1 to 4096 (default: config.toml's `max_tokens`, else 128).
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_TOKENS_LIMIT as u64))]
+    max_tokens: Option<usize>,
+    /// Decoding strategy: ar, pld, rest, fastcoder, spectra or auto (default: config.toml's
+    /// `strategy`, else auto).
+    #[arg(long, value_parser = parse::<Strategy>)]
+    strategy: Option<Strategy>,
     /// Print one JSON object on the last line of stdout.
     #[arg(long)]
     json: bool,
@@ -47,8 +49,7 @@ pub struct CompleteArgs {
 /// The workspace's repository datastore, brought up to date (reusing what
 /// `copilotd index` or the daemon persisted) and saved for next time; used all the same where
 /// it cannot be saved (a cache directory that cannot be written), with a warning.
-fn index_quietly(workspace: &Path, tokenizer: &Tokenizer) -> Result<Repository> {
-    let (config, _) = Config::load();
+fn index_quietly(workspace: &Path, tokenizer: &Tokenizer, config: &Config) -> Result<Repository> {
     let root = workspace.canonicalize().with_context(|| format!("cannot open workspace {}", workspace.display()))?;
     let walk = WalkConfig::new(&config.languages, &config.ignore)?;
     let encoder = tokenizer.clone();
@@ -66,35 +67,42 @@ fn index_quietly(workspace: &Path, tokenizer: &Tokenizer) -> Result<Repository> 
     Ok(Repository::new(&root, Arc::new(RwLock::new(store))))
 }
 
+/// One completion, with the settings of config.toml where the flags leave them open.
 pub fn run(args: &CompleteArgs) -> Result<()> {
+    let config = super::load_config();
+    let strategy = args.strategy.unwrap_or(config.strategy);
+    let sampling = args.sampling.sampling_over(config.sampling);
+    if let Some(warning) = args.sampling.unused_warning(&sampling) {
+        eprintln!("copilotd: warning: {warning}");
+    }
     let path = args.workspace.join(&args.file);
     let text = text_position::read_source_file(&path)?;
     let cursor = text_position::offset_of_line_column(&text, args.line, args.column)?;
-    let mut completer = Completer::load(&args.engine.settings())?;
-    if args.strategy != Strategy::Ar {
+    let mut completer = Completer::load(&args.engine.settings(&config))?;
+    if strategy != Strategy::Ar {
         // Measured once per model and machine, then cached (the daemon measures in the background,
         // and again later to confirm it; a one-off command takes the cached curve as it is).
         completer.calibrate(Unconfirmed::Use)?;
     }
     // Without the common store (a cache directory that cannot be written), drafts come from the
     // other sources, as in the daemon.
-    if args.strategy.uses_common_store() {
+    if strategy.uses_common_store() {
         if let Err(error) = completer.load_common_store() {
             eprintln!("copilotd: warning: completing without the common datastore: {error:#}");
         }
     }
     // The repository store feeds drafting and, for models trained with it, the prompt.
-    if args.strategy.uses_repository_store() || completer.uses_repo_context() {
-        completer.set_repositories(vec![index_quietly(&args.workspace, completer.tokenizer())?]);
+    if strategy.uses_repository_store() || completer.uses_repo_context() {
+        completer.set_repositories(vec![index_quietly(&args.workspace, completer.tokenizer(), &config)?]);
     }
     let relative = args.file.to_string_lossy();
     let request = CompletionRequest {
         text: &text,
         cursor,
         path: Some(&relative),
-        max_tokens: args.max_tokens,
-        strategy: args.strategy,
-        sampling: args.sampling.sampling(),
+        max_tokens: args.max_tokens.unwrap_or(config.max_tokens),
+        strategy,
+        sampling,
         trigger: Trigger::Invoked,
     };
     let completion = completer.complete(&request, &CancelToken::new()).context("completion failed")?;

@@ -3,7 +3,6 @@
 
 use crate::common_refine::{self, RefineSettings};
 use crate::completion::{self, common, EngineSettings};
-use crate::config::Config;
 use crate::{common_build, model_files};
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -72,7 +71,7 @@ pub struct RefineArgs {
 impl BuildCommonArgs {
     /// The model as given or configured.
     fn model_path(&self) -> Result<PathBuf> {
-        let (config, _) = Config::load();
+        let config = super::load_config();
         model_files::resolve(self.model.as_deref().or(config.model.as_deref()))
     }
 

@@ -1,7 +1,6 @@
 //! `copilotd index [DIR]`: build or refresh a workspace's repository
 //! datastore ahead of time, so the daemon starts with it.
 
-use crate::config::Config;
 use crate::model_files;
 use crate::workspace::{run_index, WalkConfig};
 use anyhow::{Context, Result};
@@ -19,10 +18,7 @@ pub struct IndexArgs {
 }
 
 pub fn run(args: &IndexArgs) -> Result<()> {
-    let (config, warnings) = Config::load();
-    for warning in warnings {
-        eprintln!("copilotd: warning: {warning}");
-    }
+    let config = super::load_config();
     let dir = args.dir.canonicalize().with_context(|| format!("cannot open workspace {}", args.dir.display()))?;
     anyhow::ensure!(dir.is_dir(), "{} is not a directory", dir.display());
     let model = model_files::resolve(args.model.as_deref().or(config.model.as_deref()))?;

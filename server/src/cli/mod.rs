@@ -10,7 +10,9 @@ pub mod log;
 
 use crate::completion::drafting::BudgetSettings;
 use crate::completion::{sampling, EngineSettings, Sampling};
+use crate::config::Config;
 use anyhow::Result;
+use clap::builder::RangedU64ValueParser;
 use clap::{Args, Subcommand};
 use copilotd_model::{Kernel, WeightFormat};
 use std::path::PathBuf;
@@ -45,11 +47,12 @@ pub enum ModelCommand {
 /// Model and decoding options shared by the subcommands that load a model.
 #[derive(Args, Debug, Clone)]
 pub struct EngineArgs {
-    /// A GGUF file or a safetensors directory (default: the embedded SmolLM2-135M-Instruct).
+    /// A GGUF file or a safetensors directory (default: config.toml's `model` for `complete`,
+    /// else the embedded SmolLM2-135M-Instruct).
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Threads for the model (default: physical cores).
-    #[arg(long)]
+    /// Threads for the model (default: config.toml's `threads` for `complete`, else physical cores).
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub threads: Option<usize>,
     /// Weight format at load time: auto (4-bit, Q6_K and Q8_0 weights as stored, the rest Q8_0), q8_0, native or f32.
     #[arg(long, default_value = "auto", value_parser = parse::<WeightFormat>)]
@@ -59,7 +62,7 @@ pub struct EngineArgs {
     #[arg(long)]
     pub kernel: Option<Kernel>,
     /// Most prompt tokens.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub prompt_tokens: usize,
     /// Prompt with the text before the cursor only, also for models with fill-in-the-middle tokens.
     #[arg(long)]
@@ -81,14 +84,16 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
-    pub fn settings(&self) -> EngineSettings {
+    /// The engine these flags ask for, `config` giving the model, threads and prompt layout
+    /// they leave open (the benchmarks pass the defaults: their settings are their flags).
+    pub fn settings(&self, config: &Config) -> EngineSettings {
         let mut settings = EngineSettings {
-            model: self.model.clone(),
-            threads: self.threads,
+            model: self.model.clone().or_else(|| config.model.clone()),
+            threads: self.threads.or(config.threads),
             weights: self.weights,
             kernel: self.kernel,
-            fim: !self.no_fim,
-            repo_context: !self.no_repo_context,
+            fim: config.fim && !self.no_fim,
+            repo_context: config.repo_context && !self.no_repo_context,
             budget: BudgetSettings {
                 cost_aware: !self.fixed_budget,
                 max_nodes: self.draft_nodes,
@@ -106,11 +111,12 @@ impl EngineArgs {
 pub struct SamplingArgs {
     /// Sampling temperature; 0 (the default) decodes greedily. Every strategy samples losslessly:
     /// its output follows the same distribution as plain sampling.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = sampling::parse_temperature)]
-    pub temperature: f32,
-    /// Nucleus sampling: draw among the most likely tokens whose mass reaches P, in (0, 1].
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = sampling::parse_top_p)]
-    pub top_p: f32,
+    #[arg(long, allow_negative_numbers = true, value_parser = sampling::parse_temperature)]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling: draw among the most likely tokens whose mass reaches P, in (0, 1]
+    /// (default: 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = sampling::parse_top_p)]
+    pub top_p: Option<f32>,
     /// Seeds each request's draws with its prompt: the same request gives the same text under
     /// `ar`, and under drafting strategies when the drafts are the same (default: fresh
     /// randomness per request).
@@ -119,8 +125,26 @@ pub struct SamplingArgs {
 }
 
 impl SamplingArgs {
+    /// The sampling these flags ask for, `base` giving the values they leave open.
+    pub fn sampling_over(&self, base: Sampling) -> Sampling {
+        Sampling {
+            temperature: self.temperature.unwrap_or(base.temperature),
+            top_p: self.top_p.unwrap_or(base.top_p),
+            seed: self.seed.or(base.seed),
+        }
+    }
+
+    /// The sampling these flags ask for, greedy where they say nothing.
     pub fn sampling(&self) -> Sampling {
-        Sampling { temperature: self.temperature, top_p: self.top_p, seed: self.seed }
+        self.sampling_over(Sampling::default())
+    }
+
+    /// A warning when `sampling` decodes greedily although `--top-p` or `--seed` was given,
+    /// which only sampling uses.
+    pub fn unused_warning(&self, sampling: &Sampling) -> Option<&'static str> {
+        let sampling_only = self.top_p.is_some() || self.seed.is_some();
+        (sampling_only && sampling.temperature == 0.0)
+            .then_some("--top-p and --seed have no effect at temperature 0 (greedy decoding); add --temperature")
     }
 }
 
@@ -130,13 +154,18 @@ pub fn parse<T: std::str::FromStr<Err = anyhow::Error>>(value: &str) -> Result<T
     value.parse().map_err(|e: anyhow::Error| e.to_string())
 }
 
-/// `copilotd --stdio`: the language server with the user's configuration, until the session ends.
-pub fn serve_stdio() -> Result<()> {
-    let (config, warnings) = crate::config::Config::load();
+/// The user's configuration (config.toml), its warnings printed.
+pub fn load_config() -> Config {
+    let (config, warnings) = Config::load();
     for warning in warnings {
         eprintln!("copilotd: warning: {warning}");
     }
-    crate::lsp::run_stdio(config)
+    config
+}
+
+/// `copilotd --stdio`: the language server with the user's configuration, until the session ends.
+pub fn serve_stdio() -> Result<()> {
+    crate::lsp::run_stdio(load_config())
 }
 
 /// Runs one of the product's subcommands.
@@ -177,7 +206,7 @@ mod tests {
             #[command(flatten)]
             engine: EngineArgs,
         }
-        let settings = |args: &[&str]| <Cli as clap::Parser>::parse_from(args).engine.settings();
+        let settings = |args: &[&str]| <Cli as clap::Parser>::parse_from(args).engine.settings(&Config::default());
         assert!(settings(&["copilotd"]).fim);
         assert!(!settings(&["copilotd", "--no-fim"]).fim);
         assert!(settings(&["copilotd"]).repo_context);

@@ -316,6 +316,15 @@ pub fn calibrate(model: &mut Model, unconfirmed: Unconfirmed, interrupt: &dyn Fn
         return Ok(Calibration::Cached(calibrated.clone()));
     }
     let path = cache_file(model.info(), model.tokenizer().fingerprint());
+    // Said before the measurement, which then serves this process only: also when other work
+    // disturbs it, which would not be cached anyway.
+    let cacheable = match copilotd_draft::atomic_file::check_writable(&path) {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!("cannot cache the cost curve: {error:#}");
+            false
+        }
+    };
     let started = Instant::now();
     let measured = measure_lengths(model, &CALIBRATION_CACHES, &CALIBRATION_NODES, CALIBRATION_REPEATS, interrupt)?;
     Ok(match measured {
@@ -330,8 +339,10 @@ pub fn calibrate(model: &mut Model, unconfirmed: Unconfirmed, interrupt: &dyn Fn
                 calibrated.measurements,
                 started.elapsed().as_secs_f64()
             );
-            if let Err(error) = write_file(&path, &calibrated) {
-                tracing::warn!("cannot cache the cost curve: {error:#}");
+            if cacheable {
+                if let Err(error) = write_file(&path, &calibrated) {
+                    tracing::warn!("cannot cache the cost curve: {error:#}");
+                }
             }
             Calibration::Measured(calibrated)
         }

@@ -226,7 +226,7 @@ impl Default for ModelEngine {
 fn model_label(model: &Option<PathBuf>) -> String {
     match model {
         Some(path) => path.display().to_string(),
-        None => "default model".to_owned(),
+        None => "the default model".to_owned(),
     }
 }
 
@@ -312,9 +312,7 @@ impl ModelEngine {
         };
         match state {
             Load::Ready(loaded) => Ok(loaded),
-            Load::Failed { model, error } => {
-                Err(ServiceError::Unavailable(format!("model {model} is unavailable: {error}")))
-            }
+            Load::Failed { model, error } => Err(ServiceError::Unavailable(format!("{model} is unavailable: {error}"))),
             Load::Idle | Load::Loading { .. } => {
                 Err(ServiceError::Unavailable("the model is not loaded yet".to_owned()))
             }

@@ -238,20 +238,29 @@ impl Backend {
         });
     }
 
-    /// Applies client settings; reloads the model if its settings (model, threads, prompt
-    /// layout) changed.
+    /// Applies client settings; reloads the model if its settings (model, prompt layout, or
+    /// threads before the model's threads have started) changed.
     pub(super) fn apply_settings(self: &Arc<Self>, settings: &Value) {
-        let (before, after, warnings) = {
+        let (before, after, mut warnings) = {
             let mut config = write(&self.config);
             let before = config.clone();
             let warnings = config.apply(client_settings(settings), Naming::CamelCase);
             (before, config.clone(), warnings)
         };
+        let mut threads_changed = before.threads != after.threads;
+        if let Some(running) = copilotd_model::model_threads_running().filter(|_| threads_changed) {
+            threads_changed = false;
+            if copilotd_model::model_threads_wanted(after.threads) != running {
+                warnings.push(format!(
+                    "setting `threads` takes effect when copilotd restarts: the model runs on {running} threads until then"
+                ));
+            }
+        }
         for warning in warnings {
             self.notify_user(MessageType::WARNING, format!("copilotd settings: {warning}"));
         }
         let prompt_changed = before.fim != after.fim || before.repo_context != after.repo_context;
-        if before.model != after.model || before.threads != after.threads || prompt_changed {
+        if before.model != after.model || threads_changed || prompt_changed {
             self.load_model();
         }
         if before.ignore != after.ignore || before.languages != after.languages {

@@ -194,9 +194,8 @@ pub(super) fn tokenize_files(
 }
 
 /// `copilotd index [DIR]`: brings the workspace's store (under the cache
-/// directory) up to date with a progress bar on a terminal when
-/// `progress_bar` is set, and prints the one-line summary to stdout
-/// (warnings go to stderr).
+/// directory) up to date, with a progress bar on a terminal when
+/// `progress_bar` is set. A damaged store is rebuilt with a logged warning.
 pub fn run_index(dir: &Path, config: &WalkConfig, tokenize: &Tokenize, progress_bar: bool) -> Result<IndexSummary> {
     let store_path = workspace_store_path(dir)?;
     let template = "{spinner} indexing [{bar:40}] {pos}/{len} files ({eta})";
@@ -207,9 +206,5 @@ pub fn run_index(dir: &Path, config: &WalkConfig, tokenize: &Tokenize, progress_
     });
     bar.finish_and_clear();
     let (_, summary) = result.with_context(|| format!("cannot index {}", dir.display()))?;
-    if let Some(warning) = &summary.warning {
-        eprintln!("warning: {warning}");
-    }
-    println!("{summary}");
     Ok(summary)
 }

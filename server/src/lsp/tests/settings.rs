@@ -33,3 +33,16 @@ async fn sampling_settings_reach_the_jobs_and_bad_values_keep_the_previous_ones(
     let jobs = service.jobs();
     assert_eq!(jobs.iter().map(|job| job.sampling).collect::<Vec<_>>(), [expected, expected]);
 }
+
+#[tokio::test]
+async fn a_new_thread_count_once_the_model_runs_is_a_warning_that_it_waits_for_a_restart() {
+    copilotd_model::run_on_model_threads(|| ());
+    let running = copilotd_model::model_threads_running().expect("the model's threads run");
+    let mut editor = Editor::start(Arc::new(FakeService::default())).await;
+    let settings = json!({ "copilotd": { "threads": running + 1 } });
+    editor.notify("workspace/didChangeConfiguration", json!({ "settings": settings })).await;
+    let message = editor.notification("window/showMessage").await;
+    let text = message["message"].as_str().unwrap();
+    assert!(text.contains("`threads` takes effect when copilotd restarts"), "{text}");
+    assert!(text.contains(&format!("runs on {running} threads")), "{text}");
+}
