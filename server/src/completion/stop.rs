@@ -114,13 +114,23 @@ impl StopRules {
         (generated, false)
     }
 
-    /// `line` without a copy of the unseen rest of the cursor's line at its end: the buffer
-    /// already has it after the cursor.
+    /// `line` without a copy of the unseen rest of the cursor's line at its end, or of its
+    /// start where that closes only brackets and quotes `line` did not open: the buffer already
+    /// has them after the cursor (`foo(a|)` completed as `, b)` suggests `, b`).
     fn without_unseen_rest<'a>(&self, line: &'a str) -> &'a str {
         if self.unseen_rest.is_empty() {
             return line;
         }
-        line.trim_end().strip_suffix(self.unseen_rest.as_str()).unwrap_or(line)
+        let trimmed = line.trim_end();
+        if let Some(kept) = trimmed.strip_suffix(self.unseen_rest.as_str()) {
+            return kept;
+        }
+        let closers = trimmed.len() - trimmed.trim_end_matches(CLOSERS).len();
+        (1..=closers)
+            .rev()
+            .map(|len| trimmed.split_at(trimmed.len() - len))
+            .find(|(_, end)| self.unseen_rest.starts_with(end) && closes_only_unopened(trimmed, end))
+            .map_or(line, |(kept, _)| kept)
     }
 
     /// Byte offset in `generated` of the first whole line that is the buffer's unseen next line
@@ -280,6 +290,21 @@ const MODIFIERS: &[&str] =
 /// Byte offset in `generated` of the closing bracket that closes a bracket opened before the
 /// cursor: of its line when only blanks precede it there (a line that closes the block), else
 /// of the bracket itself. Brackets in strings and comments do not count.
+/// Closing brackets and quotes: what an editor pairs with an opening one it inserts.
+const CLOSERS: [char; 6] = [')', ']', '}', '"', '\'', '`'];
+
+/// Whether every bracket and quote in `end`, the end of `line`, closes one that `line` leaves
+/// unopened: a `)` where `line` has more `)` than `(`, a quote where `line` has an odd count of it.
+fn closes_only_unopened(line: &str, end: &str) -> bool {
+    let count = |c: char| line.matches(c).count();
+    end.chars().all(|c| match c {
+        ')' => count(')') >= count('(') + end.matches(')').count(),
+        ']' => count(']') >= count('[') + end.matches(']').count(),
+        '}' => count('}') >= count('{') + end.matches('}').count(),
+        quote => count(quote) % 2 == 1,
+    })
+}
+
 fn unmatched_closer(generated: &str, lifetimes: bool) -> Option<usize> {
     let mut depth = 0usize;
     let mut line_start = 0;
@@ -400,6 +425,14 @@ mod tests {
         assert_eq!(code.apply("compute(1)\n"), ("", true), "nothing the line does not say already");
         let c_call = StopRules::new("    f(", C).with_unseen_rest(");");
         assert_eq!(c_call.apply("a, b);\n"), ("a, b", true), "the bracket rule cuts first");
+        let inside = StopRules::new("x = foo(a", PY).with_unseen_rest(");");
+        assert_eq!(inside.apply(", d, s)\n"), (", d, s", true), "the buffer's `)` closes the call");
+        assert_eq!(inside.apply(", bar(c)\n"), (", bar(c)", true), "a `)` the line opened stays");
+        assert_eq!(inside.apply(", s))\n"), (", s)", true), "one `)` too many: the buffer's one");
+        let quoted = StopRules::new("print(\"", PY).with_unseen_rest("\")");
+        assert_eq!(quoted.apply("hi\"\n"), ("hi", true), "the buffer's quote ends the string");
+        assert_eq!(quoted.apply("a\" + \"b\"\n"), ("a\" + \"b", true));
+        assert_eq!(quoted.apply("say \"hi\"\n"), ("say \"hi\"", true), "quotes the line pairs stay");
         let blank = StopRules::new("    ", PY).with_unseen_rest(" \t");
         assert_eq!(blank.apply("a = 1\n    b = 2\nc"), ("a = 1\n    b = 2", true), "white space is no text");
     }
