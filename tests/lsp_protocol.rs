@@ -270,6 +270,13 @@ fn config_file_then_client_settings_with_bad_values_warned() {
         assert!(Instant::now() < deadline, "strategy setting not applied");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // A setting the editor clears goes back to config.toml's value.
+    client.notify("workspace/didChangeConfiguration", json!({"settings": {"strategy": null}})).unwrap();
+    let deadline = Instant::now() + QUICK;
+    while status(client)["strategy"] != "pld" {
+        assert!(Instant::now() < deadline, "a cleared strategy is config.toml's again");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A small deterministic generator (xorshift64*), so the fuzz run is reproducible.

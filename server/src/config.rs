@@ -146,14 +146,15 @@ impl Config {
             Err(err) => return vec![format!("not valid TOML, ignored: {}", err.message())],
         };
         match serde_json::to_value(table) {
-            Ok(value) => self.apply(&value, Naming::SnakeCase),
+            Ok(value) => self.apply(&value, Naming::SnakeCase, &Config::default()),
             Err(err) => vec![format!("unusable TOML, ignored: {err}")],
         }
     }
 
     /// Applies the settings present in a JSON object (the others keep their values); returns
-    /// warnings for unknown names and bad values. `null` resets a setting to its default.
-    pub fn apply(&mut self, settings: &Value, naming: Naming) -> Vec<String> {
+    /// warnings for unknown names and bad values. `null` resets a setting to its value in
+    /// `base` (for an editor's settings, config.toml's).
+    pub fn apply(&mut self, settings: &Value, naming: Naming, base: &Config) -> Vec<String> {
         let Some(object) = settings.as_object() else {
             return if settings.is_null() {
                 Vec::new()
@@ -170,7 +171,7 @@ impl Config {
         for name in SETTINGS {
             let key = spelled(name, naming);
             if let Some(value) = object.get(&key) {
-                if let Err(problem) = self.set(name, value) {
+                if let Err(problem) = self.set(name, value, base) {
                     warnings.push(format!("setting `{key}`: {problem}; keeping the previous value"));
                 }
             }
@@ -178,25 +179,24 @@ impl Config {
         warnings
     }
 
-    /// Sets one setting from its JSON value.
-    fn set(&mut self, name: &str, value: &Value) -> Result<(), String> {
-        let defaults = Config::default();
+    /// Sets one setting from its JSON value; `null` takes `base`'s.
+    fn set(&mut self, name: &str, value: &Value, base: &Config) -> Result<(), String> {
         match (name, value) {
-            ("model", Value::Null) => self.model = None,
+            ("model", Value::Null) => self.model = base.model.clone(),
             ("model", Value::String(path)) if !path.is_empty() => self.model = Some(expand_home(path)),
             ("model", _) => return Err(format!("expected a file path, got {value}")),
-            ("strategy", Value::Null) => self.strategy = defaults.strategy,
+            ("strategy", Value::Null) => self.strategy = base.strategy,
             ("strategy", Value::String(text)) => {
                 self.strategy = text.parse().map_err(|err| format!("{err}"))?;
             }
             ("strategy", _) => return Err(format!("expected a strategy name, got {value}")),
-            ("max_tokens", Value::Null) => self.max_tokens = defaults.max_tokens,
+            ("max_tokens", Value::Null) => self.max_tokens = base.max_tokens,
             ("max_tokens", _) => {
                 self.max_tokens = positive(value)
                     .filter(|&n| n <= MAX_TOKENS_LIMIT)
                     .ok_or_else(|| format!("expected an integer in 1..={MAX_TOKENS_LIMIT}, got {value}"))?;
             }
-            ("threads", Value::Null) => self.threads = None,
+            ("threads", Value::Null) => self.threads = base.threads,
             ("threads", _) => {
                 self.threads = Some(
                     positive(value)
@@ -204,23 +204,23 @@ impl Config {
                         .ok_or_else(|| format!("expected an integer in 1..=1024, got {value}"))?,
                 );
             }
-            ("languages", Value::Null) => self.languages = defaults.languages,
+            ("languages", Value::Null) => self.languages.clone_from(&base.languages),
             ("languages", _) => self.languages = strings(value)?,
-            ("ignore", Value::Null) => self.ignore = defaults.ignore,
+            ("ignore", Value::Null) => self.ignore.clone_from(&base.ignore),
             ("ignore", _) => self.ignore = strings(value)?,
-            ("temperature", Value::Null) => self.sampling.temperature = defaults.sampling.temperature,
+            ("temperature", Value::Null) => self.sampling.temperature = base.sampling.temperature,
             ("temperature", _) => self.sampling.temperature = sampling::temperature(number(value)?)?,
-            ("top_p", Value::Null) => self.sampling.top_p = defaults.sampling.top_p,
+            ("top_p", Value::Null) => self.sampling.top_p = base.sampling.top_p,
             ("top_p", _) => self.sampling.top_p = sampling::top_p(number(value)?)?,
-            ("seed", Value::Null) => self.sampling.seed = None,
+            ("seed", Value::Null) => self.sampling.seed = base.sampling.seed,
             ("seed", _) => {
                 let wrong = || format!("seed must be an integer in 0..={}, got {value}", u64::MAX);
                 self.sampling.seed = Some(value.as_u64().ok_or_else(wrong)?);
             }
-            ("fim", _) => self.fim = boolean(value, defaults.fim)?,
-            ("repo_context", _) => self.repo_context = boolean(value, defaults.repo_context)?,
-            ("early_lines", _) => self.early_lines = boolean(value, defaults.early_lines)?,
-            ("warm", _) => self.warm = boolean(value, defaults.warm)?,
+            ("fim", _) => self.fim = boolean(value, base.fim)?,
+            ("repo_context", _) => self.repo_context = boolean(value, base.repo_context)?,
+            ("early_lines", _) => self.early_lines = boolean(value, base.early_lines)?,
+            ("warm", _) => self.warm = boolean(value, base.warm)?,
             _ => unreachable!("`{name}` is not in SETTINGS"),
         }
         Ok(())
@@ -319,6 +319,7 @@ mod tests {
         let warnings = config.apply(
             &json!({"maxTokens": 16, "languages": ["python", "rust"], "fim": false, "repoContext": false, "earlyLines": false, "warm": false}),
             Naming::CamelCase,
+            &Config::default(),
         );
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.max_tokens, 16);
@@ -326,18 +327,33 @@ mod tests {
         assert!(Config::default().early_lines && Config::default().warm);
         assert!(config.serves_language("rust"));
         // The snake_case spelling is not a client setting.
-        let warnings = config.apply(&json!({"max_tokens": 8}), Naming::CamelCase);
+        let warnings = config.apply(&json!({"max_tokens": 8}), Naming::CamelCase, &Config::default());
         assert_eq!(warnings.len(), 1);
         assert_eq!(config.max_tokens, 16);
     }
 
     #[test]
+    fn null_takes_the_base_value_back() {
+        let mut file = Config::default();
+        assert!(file.apply_toml("max_tokens = 9\nstrategy = \"pld\"\nlanguages = [\"rust\"]\n").is_empty());
+        let mut config = file.clone();
+        let set = json!({"maxTokens": 30, "strategy": "ar", "temperature": 0.5, "languages": ["python"]});
+        assert!(config.apply(&set, Naming::CamelCase, &file).is_empty());
+        assert_eq!((config.max_tokens, config.strategy, config.sampling.temperature), (30, Strategy::Ar, 0.5));
+        let unset = json!({"maxTokens": null, "strategy": null, "temperature": null, "languages": null});
+        assert!(config.apply(&unset, Naming::CamelCase, &file).is_empty());
+        assert_eq!((config.max_tokens, config.strategy, config.sampling.temperature), (9, Strategy::Pld, 0.0));
+        assert_eq!(config.languages, ["rust"]);
+    }
+
+    #[test]
     fn bad_values_warn_and_keep_the_previous_value() {
         let mut config = Config::default();
-        config.apply(&json!({"maxTokens": 16, "strategy": "ar"}), Naming::CamelCase);
+        config.apply(&json!({"maxTokens": 16, "strategy": "ar"}), Naming::CamelCase, &Config::default());
         let warnings = config.apply(
             &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7, "fim": "no", "repoContext": 1, "earlyLines": "yes", "warm": 0}),
             Naming::CamelCase,
+            &Config::default(),
         );
         assert_eq!(warnings.len(), 9, "{warnings:?}");
         assert!(config.fim && config.repo_context && config.early_lines && config.warm);
@@ -353,25 +369,32 @@ mod tests {
         let mut config = Config::default();
         assert!(config.apply_toml("temperature = 0.8\ntop_p = 0.9\nseed = 7\n").is_empty());
         assert_eq!(config.sampling, Sampling { temperature: 0.8, top_p: 0.9, seed: Some(7) });
-        let warnings = config.apply(&json!({"temperature": -0.5, "topP": 1.5, "seed": 2.5}), Naming::CamelCase);
+        let warnings = config.apply(
+            &json!({"temperature": -0.5, "topP": 1.5, "seed": 2.5}),
+            Naming::CamelCase,
+            &Config::default(),
+        );
         assert_eq!(warnings.len(), 3, "{warnings:?}");
         assert!(warnings[0].contains("setting `temperature`: temperature must be a number >= 0"), "{warnings:?}");
         assert!(warnings[1].contains("setting `topP`: top_p must be a number in (0, 1]"), "{warnings:?}");
         assert!(warnings[2].contains("setting `seed`: seed must be an integer"), "{warnings:?}");
         assert!(warnings.iter().all(|w| w.ends_with("keeping the previous value")));
         assert_eq!(config.sampling, Sampling { temperature: 0.8, top_p: 0.9, seed: Some(7) });
-        let warnings = config.apply(&json!({"topP": 0, "seed": -1, "temperature": "hot"}), Naming::CamelCase);
+        let warnings =
+            config.apply(&json!({"topP": 0, "seed": -1, "temperature": "hot"}), Naming::CamelCase, &Config::default());
         assert_eq!(warnings.len(), 3, "{warnings:?}");
-        assert!(config.apply(&json!({"temperature": 0, "seed": null, "topP": null}), Naming::CamelCase).is_empty());
+        assert!(config
+            .apply(&json!({"temperature": 0, "seed": null, "topP": null}), Naming::CamelCase, &Config::default())
+            .is_empty());
         assert_eq!(config.sampling, Sampling::GREEDY);
     }
 
     #[test]
     fn null_resets_and_nesting_is_accepted() {
         let mut config = Config::default();
-        config.apply(&json!({"threads": 3, "maxTokens": 9}), Naming::CamelCase);
+        config.apply(&json!({"threads": 3, "maxTokens": 9}), Naming::CamelCase, &Config::default());
         let nested = json!({"copilotd": {"threads": null, "maxTokens": null}});
-        assert!(config.apply(client_settings(&nested), Naming::CamelCase).is_empty());
+        assert!(config.apply(client_settings(&nested), Naming::CamelCase, &Config::default()).is_empty());
         assert_eq!(config, Config::default());
     }
 

@@ -406,6 +406,7 @@ H.case('setup() again reaches the running daemon and the attached buffers', func
   H.lua('require("copilotd").setup(' .. options:format(5, ", keymaps = { accept = '<C-l>' }") .. ')')
   local sent = logged('workspace/didChangeConfiguration')
   H.eq('the new daemon options are sent', sent[#sent] and sent[#sent].settings.copilotd.maxTokens, 5)
+  H.eq('options left out are sent as null', sent[#sent].settings.copilotd.temperature, vim.NIL)
   local function action(lhs)
     return H.lua("return vim.fn.maparg(..., 'i', false, true).desc", lhs)
   end

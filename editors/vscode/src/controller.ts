@@ -4,10 +4,9 @@
  */
 import * as vscode from 'vscode';
 import { DaemonClient, DaemonStartError, MessageAction, ProgressValue, errorMessage } from './daemon';
-import { DocumentSync, documentFilter, documentSelector } from './documents';
+import { DOCUMENT_SELECTOR, DocumentSync, documentFilter } from './documents';
 import { ACCEPTED_COMMAND } from './mapping';
 import {
-  DidChangeConfigurationNotification,
   ErrorCodes,
   ReindexRequest,
   StatusRequest,
@@ -41,6 +40,8 @@ export class Controller implements vscode.Disposable {
   private provider: InlineProvider | undefined;
   private poller: NodeJS.Timeout | undefined;
   private lastStatusRefresh = 0;
+  /** The title of each piece of background work the daemon reports, by its progress token. */
+  private readonly work = new Map<string | number, string>();
   private stopping = false;
   private readonly disposables: vscode.Disposable[] = [];
 
@@ -59,6 +60,9 @@ export class Controller implements vscode.Disposable {
       vscode.commands.registerCommand(ACCEPTED_COMMAND, (id: unknown) => this.accepted(id)),
       vscode.commands.registerCommand(COMMANDS.dismissSuggestion, () => this.dismissSuggestion()),
       vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
+      vscode.workspace.onDidChangeWorkspaceFolders((e) =>
+        this.session?.client.changeWorkspaceFolders(e.added.map(wireFolder), e.removed.map(wireFolder)),
+      ),
     );
     this.registerProvider();
   }
@@ -91,6 +95,7 @@ export class Controller implements vscode.Disposable {
     await this.starting;
     const session = this.session;
     this.session = undefined;
+    this.work.clear();
     this.stopPolling();
     if (session) {
       this.stopping = true;
@@ -115,7 +120,7 @@ export class Controller implements vscode.Disposable {
     this.lastStatusRefresh = Date.now();
     try {
       const status = await client.request(StatusRequest);
-      if (this.session?.client === client && this.statusBar.state.kind !== 'indexing') {
+      if (this.session?.client === client && this.statusBar.state.kind !== 'working') {
         this.statusBar.show({ kind: 'running', status: status ?? {} });
       }
     } catch (err) {
@@ -134,7 +139,7 @@ export class Controller implements vscode.Disposable {
   private async launch(): Promise<void> {
     this.statusBar.show({ kind: 'starting' });
     const settings = this.settings;
-    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => ({ uri: f.uri.toString(), name: f.name }));
+    const folders = (vscode.workspace.workspaceFolders ?? []).map(wireFolder);
     let client: DaemonClient;
     try {
       client = await DaemonClient.start({
@@ -146,7 +151,7 @@ export class Controller implements vscode.Disposable {
         log: (line) => this.log(line),
         onShowMessage: (type, message) => this.showDaemonMessage(type, message),
         onShowMessageRequest: (type, message, actions) => this.askForDaemon(type, message, actions),
-        onProgress: (_token, value) => this.onProgress(value),
+        onProgress: (token, value) => this.onProgress(token, value),
         onExit: (code, signal) => this.onExit(client, code, signal),
       });
     } catch (err) {
@@ -158,6 +163,10 @@ export class Controller implements vscode.Disposable {
     }
     const sync = new DocumentSync(client, documentFilter(settings.languages));
     this.session = { client, sync, knows: (d) => sync.has(d) };
+    // Settings changed while the daemon started were not sent: they are now.
+    if (JSON.stringify(this.settings.daemon) !== JSON.stringify(settings.daemon)) {
+      client.changeSettings(this.settings.daemon);
+    }
     this.statusBar.show({ kind: 'running', status: {} });
     this.startPolling();
     await this.refreshStatus();
@@ -176,7 +185,7 @@ export class Controller implements vscode.Disposable {
     );
     this.provider = provider;
     this.providerRegistration = vscode.languages.registerInlineCompletionItemProvider(
-      documentSelector(this.settings.languages),
+      DOCUMENT_SELECTOR,
       provider,
     );
   }
@@ -202,6 +211,7 @@ export class Controller implements vscode.Disposable {
 
   /** Escape on a shown suggestion: the daemon hears it was dismissed, then VS Code hides it as usual. */
   private async dismissSuggestion(): Promise<void> {
+    this.provider?.stopAskingAgain();
     const id = this.provider?.lastSuggestion;
     if (id !== undefined && this.provider) {
       this.provider.lastSuggestion = undefined;
@@ -221,9 +231,6 @@ export class Controller implements vscode.Disposable {
       return;
     }
     const languagesChanged = before.languages.join('\n') !== this.settings.languages.join('\n');
-    if (languagesChanged) {
-      this.registerProvider();
-    }
     if (!before.enable || languagesChanged || RESTART_SETTINGS.some((s) => event.affectsConfiguration(s))) {
       await this.restart();
       return;
@@ -232,7 +239,7 @@ export class Controller implements vscode.Disposable {
       this.stopPolling();
       this.startPolling();
     }
-    this.session?.client.notify(DidChangeConfigurationNotification, { settings: { copilotd: this.settings.daemon } });
+    this.session?.client.changeSettings(this.settings.daemon);
   }
 
   private async setEnabled(enable: boolean): Promise<void> {
@@ -260,14 +267,21 @@ export class Controller implements vscode.Disposable {
     }
   }
 
-  private onProgress(value: ProgressValue): void {
-    if (value.kind === 'end') {
-      this.statusBar.show({ kind: 'running', status: {} });
-      void this.refreshStatus();
+  /** Shows the daemon's background work in the status bar (the latest reported), until all of it has ended. */
+  private onProgress(token: string | number, value: ProgressValue): void {
+    if (value.kind === 'begin') {
+      this.work.set(token, value.title ?? 'working');
+    } else if (value.kind === 'end') {
+      this.work.delete(token);
+      if (this.work.size === 0) {
+        this.statusBar.show({ kind: 'running', status: {} });
+        void this.refreshStatus();
+      }
       return;
     }
     const percentage = typeof value.percentage === 'number' ? ` ${Math.round(value.percentage)}%` : '';
-    this.statusBar.show({ kind: 'indexing', message: `${value.message ?? value.title ?? 'indexing'}${percentage}` });
+    const title = this.work.get(token) ?? 'working';
+    this.statusBar.show({ kind: 'working', title, message: `${value.message ?? ''}${percentage}`.trim() });
   }
 
   private onExit(client: DaemonClient, code: number | null, signal: NodeJS.Signals | null): void {
@@ -276,6 +290,7 @@ export class Controller implements vscode.Disposable {
     }
     this.session.sync.dispose();
     this.session = undefined;
+    this.work.clear();
     this.stopPolling();
     if (this.stopping) {
       return;
@@ -292,7 +307,7 @@ export class Controller implements vscode.Disposable {
   }
 
   private showDaemonMessage(type: number, message: string): void {
-    const text = `copilotd: ${message}`;
+    const text = named(message);
     if (type === 1) {
       void vscode.window.showErrorMessage(text);
     } else if (type === 2) {
@@ -304,7 +319,7 @@ export class Controller implements vscode.Disposable {
 
   /** A question of the daemon (e.g. whether to download the default model), its actions as buttons. */
   private async askForDaemon(type: number, message: string, actions: MessageAction[]): Promise<MessageAction | null> {
-    const text = `copilotd: ${message}`;
+    const text = named(message);
     const titles = actions.map((action) => action.title);
     const show =
       type === 1
@@ -338,4 +353,14 @@ export class Controller implements vscode.Disposable {
       this.poller = undefined;
     }
   }
+}
+
+/** A workspace folder as the daemon takes it. */
+function wireFolder(folder: vscode.WorkspaceFolder): { uri: string; name: string } {
+  return { uri: folder.uri.toString(), name: folder.name };
+}
+
+/** A daemon message as shown: beginning with "copilotd", which the daemon's own messages mostly do already. */
+export function named(message: string): string {
+  return message.startsWith('copilotd') ? message : `copilotd: ${message}`;
 }

@@ -14,7 +14,12 @@ import {
   StreamMessageWriter,
   createMessageConnection,
 } from 'vscode-jsonrpc/node';
-import { DaemonSettings } from './protocol';
+import {
+  DaemonSettings,
+  DidChangeConfigurationNotification,
+  DidChangeWorkspaceFoldersNotification,
+  settingsChange,
+} from './protocol';
 
 /** How the daemon wants document changes: LSP `TextDocumentSyncKind`. */
 export const enum SyncKind {
@@ -74,12 +79,17 @@ export class DaemonClient {
   syncKind: SyncKind = SyncKind.Incremental;
   /** `capabilities` from the initialize result. */
   capabilities: Record<string, unknown> = {};
+  /** The settings and folders as the daemon last heard them (what it is answered when it asks). */
+  private settings: DaemonSettings;
+  private workspaceFolders: WorkspaceFolder[];
 
   private constructor(
     private readonly process: ChildProcess,
     private readonly connection: MessageConnection,
     private readonly options: DaemonOptions,
   ) {
+    this.settings = options.settings;
+    this.workspaceFolders = options.workspaceFolders;
     this.exitPromise = new Promise((resolve) => {
       process.once('exit', (code, signal) => {
         this.exited = true;
@@ -128,6 +138,22 @@ export class DaemonClient {
         throw new Error('copilotd exited before answering');
       }),
     ]);
+  }
+
+  /**
+   * Gives the daemon new settings (`workspace/didChangeConfiguration`); the ones not set go as `null`, so that the
+   * daemon goes back to its config.toml's value.
+   */
+  changeSettings(settings: DaemonSettings): void {
+    this.settings = settings;
+    this.notify(DidChangeConfigurationNotification, { settings: { copilotd: settingsChange(settings) } });
+  }
+
+  /** Tells the daemon of workspace folders added and removed (`workspace/didChangeWorkspaceFolders`). */
+  changeWorkspaceFolders(added: WorkspaceFolder[], removed: WorkspaceFolder[]): void {
+    const gone = new Set(removed.map((folder) => folder.uri));
+    this.workspaceFolders = [...this.workspaceFolders.filter((folder) => !gone.has(folder.uri)), ...added];
+    this.notify(DidChangeWorkspaceFoldersNotification, { event: { added, removed } });
   }
 
   notify<P>(type: NotificationType<P>, params: P): void {
@@ -189,10 +215,10 @@ export class DaemonClient {
     connection.onRequest('window/workDoneProgress/create', () => null);
     connection.onRequest('client/registerCapability', () => null);
     connection.onRequest('client/unregisterCapability', () => null);
-    connection.onRequest('workspace/workspaceFolders', () => options.workspaceFolders);
+    connection.onRequest('workspace/workspaceFolders', () => this.workspaceFolders);
     connection.onRequest('workspace/configuration', (params: { items?: { section?: string }[] }) =>
       (params.items ?? []).map((item) =>
-        item.section === 'copilotd' || item.section === undefined ? options.settings : null,
+        item.section === 'copilotd' || item.section === undefined ? this.settings : null,
       ),
     );
     connection.onRequest(

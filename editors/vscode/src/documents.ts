@@ -15,16 +15,18 @@ import {
   WarmNotification,
 } from './protocol';
 
-/** Which documents the extension serves: files on disk, optionally only some languages. */
+/**
+ * Which documents the extension serves: files on disk (not untitled documents or notebook cells, which the daemon
+ * could not place in a workspace), optionally only some languages, named in any case as the daemon takes them.
+ */
 export function documentFilter(languages: string[]): (document: vscode.TextDocument) => boolean {
+  const wanted = new Set(languages.map((language) => language.toLowerCase()));
   return (document) =>
-    document.uri.scheme === 'file' && (languages.length === 0 || languages.includes(document.languageId));
+    document.uri.scheme === 'file' && (wanted.size === 0 || wanted.has(document.languageId.toLowerCase()));
 }
 
-/** The matching selector for registering the completion provider. */
-export function documentSelector(languages: string[]): vscode.DocumentFilter[] {
-  return languages.length === 0 ? [{ scheme: 'file' }] : languages.map((language) => ({ scheme: 'file', language }));
-}
+/** The selector the completion provider is registered for: the files the daemon knows ({@link documentFilter}). */
+export const DOCUMENT_SELECTOR: vscode.DocumentFilter[] = [{ scheme: 'file' }];
 
 export class DocumentSync implements vscode.Disposable {
   private readonly open = new Set<string>();

@@ -80,7 +80,7 @@ export interface DaemonStatus {
   modelError?: string | null;
 }
 
-/** Daemon settings as sent in `initializationOptions` and `workspace/didChangeConfiguration`. */
+/** Daemon settings as sent in `initializationOptions` (the ones the person set). */
 export interface DaemonSettings {
   model?: string;
   strategy?: string;
@@ -129,9 +129,37 @@ export const DidChangeNotification = new NotificationType<{
   contentChanges: TextDocumentContentChange[];
 }>('textDocument/didChange');
 export const DidCloseNotification = new NotificationType<{ textDocument: { uri: string } }>('textDocument/didClose');
-export const DidChangeConfigurationNotification = new NotificationType<{ settings: { copilotd: DaemonSettings } }>(
+/** Every daemon setting, by its name on the wire. */
+export const DAEMON_SETTING_NAMES = [
+  'model',
+  'strategy',
+  'maxTokens',
+  'threads',
+  'languages',
+  'ignore',
+  'temperature',
+  'topP',
+  'seed',
+  'fim',
+  'repoContext',
+  'earlyLines',
+  'warm',
+] as const satisfies readonly (keyof DaemonSettings)[];
+
+/** Every daemon setting, `null` where the person set none: the daemon goes back to its config.toml's value. */
+export type DaemonSettingsChange = { [K in keyof DaemonSettings]-?: DaemonSettings[K] | null };
+
+/** `settings` with every daemon setting the person did not set as `null`. */
+export function settingsChange(settings: DaemonSettings): DaemonSettingsChange {
+  return Object.fromEntries(DAEMON_SETTING_NAMES.map((name) => [name, settings[name] ?? null])) as DaemonSettingsChange;
+}
+
+export const DidChangeConfigurationNotification = new NotificationType<{ settings: { copilotd: DaemonSettingsChange } }>(
   'workspace/didChangeConfiguration',
 );
+export const DidChangeWorkspaceFoldersNotification = new NotificationType<{
+  event: { added: { uri: string; name: string }[]; removed: { uri: string; name: string }[] };
+}>('workspace/didChangeWorkspaceFolders');
 
 /** JSON-RPC / LSP error codes the extension treats specially. */
 export const ErrorCodes = {

@@ -71,6 +71,12 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     }
   }
 
+  /** Forgets asking again for the rest of a suggestion (the person dismissed it). */
+  stopAskingAgain(): void {
+    clearTimeout(this.askAgain);
+    this.askAgain = undefined;
+  }
+
   /**
    * Has VS Code ask for the inline suggestion at `position` again after {@link MORE_LINES_DELAY_MS}, for the
    * lines the daemon has generated since, unless the person typed or moved meanwhile (VS Code asks anew then).

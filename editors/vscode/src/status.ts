@@ -6,7 +6,8 @@ export type DisplayState =
   | { kind: 'disabled' }
   | { kind: 'starting' }
   | { kind: 'error'; message: string }
-  | { kind: 'indexing'; message: string }
+  /** Background work the daemon reports (`$/progress`): indexing a folder, downloading the model. */
+  | { kind: 'working'; title: string; message: string }
   | { kind: 'running'; status: DaemonStatus };
 
 /** Text and tooltip for a state; pure so it can be tested. */
@@ -18,8 +19,10 @@ export function describe(state: DisplayState): { text: string; tooltip: string }
       return { text: '$(loading~spin) copilotd', tooltip: 'copilotd is starting' };
     case 'error':
       return { text: '$(error) copilotd', tooltip: state.message };
-    case 'indexing':
-      return { text: `$(sync~spin) copilotd: ${state.message}`, tooltip: `copilotd is indexing the workspace: ${state.message}` };
+    case 'working': {
+      const title = state.title.replace(/^copilotd: /, '');
+      return { text: `$(sync~spin) copilotd: ${title}: ${state.message}`, tooltip: `copilotd is ${title}: ${state.message}` };
+    }
     case 'running':
       return describeStatus(state.status);
   }

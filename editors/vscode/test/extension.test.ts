@@ -116,6 +116,11 @@ test('a suggestion with more lines to come is asked for again where it was, unle
   document.edit(new Range(1, 0, 1, 0), 'y');
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.equal(asked, 1);
+  // Dismissed with Escape: not asked for again.
+  await harness.complete(document, new Position(0, 4));
+  await harness.commands.get('copilotd.dismissSuggestion')!();
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(asked, 1);
 });
 
 test('empty and null answers give an empty list; ranges are passed through', async () => {
@@ -149,14 +154,14 @@ test('a cancelled request is answered at once and forwarded as $/cancelRequest',
 });
 
 test('daemon errors are logged, not thrown; unknown documents are not asked about', async () => {
-  await activateWith({ path: bin, languages: ['python'] });
+  const controller = await activateWith({ path: bin, languages: ['python'] });
   const document = harness.open('/w/f.py', 'python', 'FAIL\n');
   assert.equal(await harness.complete(document, new Position(0, 4)), undefined);
   assert.match(harness.log(), /inline completion at file:\/\/\/w\/f\.py:1:5 failed: model exploded/);
 
   const rust = harness.open('/w/f.rs', 'rust', 'fn main() {}\n');
   assert.equal(await harness.complete(rust, new Position(0, 0)), undefined);
-  assert.deepEqual(harness.providers[0].selector, [{ scheme: 'file', language: 'python' }]);
+  assert.equal((await received(controller, 'textDocument/didOpen')).length, 1, 'the Rust file is not sent');
 });
 
 test('closing a document tells the daemon', async () => {
@@ -178,7 +183,18 @@ test('settings changes reach the daemon; disable and enable stop and start it', 
     const m = await received(controller, 'workspace/didChangeConfiguration');
     return m.length ? m : undefined;
   });
-  assert.deepEqual(changes[0].params, { settings: { copilotd: { strategy: 'rest', maxTokens: 16 } } });
+  const unset = { model: null, threads: null, languages: null, ignore: null, temperature: null, topP: null, seed: null };
+  const switches = { fim: null, repoContext: null, earlyLines: null, warm: null };
+  assert.deepEqual(changes[0].params, {
+    settings: { copilotd: { strategy: 'rest', maxTokens: 16, ...unset, ...switches } },
+  });
+  // A setting cleared goes back to the daemon's own value: it is sent as null.
+  harness.configure({ strategy: '' });
+  const cleared = await eventually(async () => {
+    const m = await received(controller, 'workspace/didChangeConfiguration');
+    return m.length > 1 ? m[1] : undefined;
+  });
+  assert.deepEqual(cleared.params, { settings: { copilotd: { strategy: null, maxTokens: 16, ...unset, ...switches } } });
 
   const first = controller.client!;
   await harness.commands.get('copilotd.disable')!();
@@ -189,6 +205,20 @@ test('settings changes reach the daemon; disable and enable stop and start it', 
   await harness.commands.get('copilotd.enable')!();
   await eventually(() => controller.client?.running || undefined);
   assert.notEqual(controller.client, first);
+});
+
+test('workspace folders added and removed reach the daemon', async () => {
+  harness.folders = [];
+  const controller = await activateWith({ path: bin });
+  harness.changeFolders(['/w/one', '/w/two'], []);
+  harness.changeFolders([], ['/w/one']);
+  const changes = await eventually(async () => {
+    const m = await received(controller, 'workspace/didChangeWorkspaceFolders');
+    return m.length > 1 ? m : undefined;
+  });
+  const one = { uri: 'file:///w/one', name: 'one' };
+  assert.deepEqual(changes[0].params, { event: { added: [one, { uri: 'file:///w/two', name: 'two' }], removed: [] } });
+  assert.deepEqual(changes[1].params, { event: { added: [], removed: [one] } });
 });
 
 test("a daemon's question shows its actions as buttons and gets the one clicked", async () => {

@@ -8,7 +8,9 @@ import { daemonSettings, readSettings } from '../src/settings';
 import { describe as describeState, shortModelName } from '../src/status';
 import { spawnAdvice } from '../src/daemon';
 import { isCancellation } from '../src/provider';
-import { documentFilter, documentSelector, toWireChange } from '../src/documents';
+import { documentFilter, toWireChange } from '../src/documents';
+import { settingsChange } from '../src/protocol';
+import { named } from '../src/controller';
 
 const asVs = <T>(value: unknown): T => value as T;
 
@@ -73,11 +75,21 @@ test('documents are served by scheme and language', () => {
   assert.equal(documentFilter(['python'])(rs), false);
   assert.equal(documentFilter([])(rs), true);
   assert.equal(documentFilter([])(out), false);
-  assert.deepEqual(documentSelector([]), [{ scheme: 'file' }]);
-  assert.deepEqual(documentSelector(['python', 'rust']), [
-    { scheme: 'file', language: 'python' },
-    { scheme: 'file', language: 'rust' },
-  ]);
+  assert.equal(documentFilter(['Python'])(py), true, 'language ids in any case, as the daemon takes them');
+});
+
+test('a settings change names every daemon setting, null where unset', () => {
+  const change = settingsChange({ strategy: 'ar', fim: false });
+  assert.equal(change.strategy, 'ar');
+  assert.equal(change.fim, false);
+  assert.equal(change.model, null);
+  assert.equal(change.warm, null);
+  assert.equal(Object.keys(change).length, 13);
+});
+
+test("daemon messages are shown under copilotd's name once", () => {
+  assert.equal(named('copilotd: no model'), 'copilotd: no model');
+  assert.equal(named('no model'), 'copilotd: no model');
 });
 
 test('daemon settings use the daemon names in camelCase and leave defaults to the daemon', () => {
@@ -118,6 +130,13 @@ test('switches go to the daemon where set, and are left to it where unset', () =
     warm: false,
   });
   assert.deepEqual(daemonSettings(config({ fim: null, earlyLines: 'no' })), {});
+});
+
+test('background work shows what it is: indexing a folder, downloading the model', () => {
+  const indexing = describeState({ kind: 'working', title: 'copilotd: indexing w', message: '3/4 files 75%' });
+  assert.equal(indexing.text, '$(sync~spin) copilotd: indexing w: 3/4 files 75%');
+  const download = describeState({ kind: 'working', title: 'copilotd: downloading the default model', message: 'starting 0%' });
+  assert.equal(download.tooltip, 'copilotd is downloading the default model: starting 0%');
 });
 
 test('status text shows model, speed and acceptance length; tooltip has the rest', () => {

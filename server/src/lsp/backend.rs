@@ -24,6 +24,8 @@ use crate::workspace::{relative_key, Repository};
 pub struct Backend {
     pub(super) client: Client,
     pub(super) config: RwLock<Config>,
+    /// config.toml's settings: what an editor's `null` for a setting goes back to.
+    pub(super) file_config: Config,
     /// Settings warnings found before the client could be told (during `initialize`).
     pub(super) early_warnings: Mutex<Vec<String>>,
     pub(super) documents: Documents,
@@ -57,6 +59,7 @@ impl Backend {
     ) -> Backend {
         Backend {
             client,
+            file_config: config.clone(),
             config: RwLock::new(config),
             early_warnings: Mutex::new(Vec::new()),
             documents: Documents::default(),
@@ -244,7 +247,7 @@ impl Backend {
         let (before, after, mut warnings) = {
             let mut config = write(&self.config);
             let before = config.clone();
-            let warnings = config.apply(client_settings(settings), Naming::CamelCase);
+            let warnings = config.apply(client_settings(settings), Naming::CamelCase, &self.file_config);
             (before, config.clone(), warnings)
         };
         let mut threads_changed = before.threads != after.threads;

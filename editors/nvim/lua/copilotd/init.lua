@@ -178,7 +178,12 @@ function M.setup(opts)
         map_keys(bufnr, config.keymaps)
       end
     end
-    local settings = { copilotd = config_mod.daemon_settings(config) }
+    -- Options left out go back to the daemon's config.toml (`null`), as if this were the first setup().
+    local settings = vim.empty_dict()
+    for _, daemon_name in pairs(config_mod.daemon_options) do
+      settings[daemon_name] = vim.NIL
+    end
+    settings = { copilotd = vim.tbl_extend('force', settings, config_mod.daemon_settings(config)) }
     for _, client in ipairs(vim.lsp.get_clients({ name = 'copilotd' })) do
       require('copilotd.compat').call(client, 'notify', 'workspace/didChangeConfiguration', { settings = settings })
     end

@@ -48,7 +48,8 @@ connection.onRequest('initialize', (params: { initializationOptions?: unknown })
   };
 });
 
-for (const method of ['initialized', 'workspace/didChangeConfiguration', 'textDocument/didClose']) {
+const recorded = ['initialized', 'workspace/didChangeConfiguration', 'workspace/didChangeWorkspaceFolders', 'textDocument/didClose'];
+for (const method of recorded) {
   connection.onNotification(method, (params: unknown) => {
     received.push({ method, params });
     if (method === 'textDocument/didClose') {

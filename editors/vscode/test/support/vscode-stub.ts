@@ -203,15 +203,22 @@ type ProviderLike = {
   ) => Promise<InlineCompletionList | undefined>;
 };
 
+interface WorkspaceFolderLike {
+  uri: Uri;
+  name: string;
+  index: number;
+}
+
 /** The editor side of the stand-in, for tests. */
 export const harness = {
   config: new Map<string, unknown>(),
   documents: [] as TextDocument[],
-  folders: [] as { uri: Uri; name: string; index: number }[],
+  folders: [] as WorkspaceFolderLike[],
   opened: new EventEmitter<TextDocument>(),
   changed: new EventEmitter<{ document: TextDocument; contentChanges: unknown[]; reason: undefined }>(),
   closed: new EventEmitter<TextDocument>(),
   configChanged: new EventEmitter<{ affectsConfiguration: (section: string) => boolean }>(),
+  foldersChanged: new EventEmitter<{ added: WorkspaceFolderLike[]; removed: WorkspaceFolderLike[] }>(),
   activeEditorChanged: new EventEmitter<{ document: TextDocument; selection: { active: Position } } | undefined>(),
   providers: [] as { selector: unknown; provider: ProviderLike }[],
   commands: new Map<string, (...args: unknown[]) => unknown>(),
@@ -237,7 +244,8 @@ export const harness = {
     this.outputs = [];
     this.outputShown = false;
     this.activeEditor = undefined;
-    for (const e of [this.opened, this.changed, this.closed, this.configChanged, this.activeEditorChanged]) {
+    const events = [this.opened, this.changed, this.closed, this.configChanged, this.foldersChanged];
+    for (const e of [...events, this.activeEditorChanged]) {
       e.dispose();
     }
   },
@@ -255,6 +263,13 @@ export const harness = {
   close(document: TextDocument): void {
     this.documents = this.documents.filter((d) => d !== document);
     this.closed.fire(document);
+  },
+  /** Adds the folders at `added` paths and removes those at `removed`, as a multi-root window does. */
+  changeFolders(added: string[], removed: string[]): void {
+    const gone = this.folders.filter((folder) => removed.includes(folder.uri.fsPath));
+    const fresh = added.map((path, i) => ({ uri: Uri.file(path), name: path.split('/').pop() ?? path, index: i }));
+    this.folders = [...this.folders.filter((folder) => !gone.includes(folder)), ...fresh];
+    this.foldersChanged.fire({ added: fresh, removed: gone });
   },
   /** Sets `copilotd.<key>` settings and fires the change event. */
   configure(values: Record<string, unknown>): void {
@@ -301,6 +316,7 @@ export const workspace = {
   onDidChangeTextDocument: (l: Listener<unknown>) => harness.changed.event(l),
   onDidCloseTextDocument: (l: Listener<TextDocument>) => harness.closed.event(l),
   onDidChangeConfiguration: (l: Listener<unknown>) => harness.configChanged.event(l),
+  onDidChangeWorkspaceFolders: (l: Listener<unknown>) => harness.foldersChanged.event(l),
   getConfiguration(section: string) {
     return {
       get<T>(key: string, defaultValue?: T): T | undefined {

@@ -28,7 +28,7 @@ pub fn initialize(backend: &Backend, params: &InitializeParams) -> InitializeRes
     let progress = params.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
     backend.progress_supported.store(progress, Ordering::Relaxed);
     if let Some(options) = &params.initialization_options {
-        let warnings = write(&backend.config).apply(client_settings(options), Naming::CamelCase);
+        let warnings = write(&backend.config).apply(client_settings(options), Naming::CamelCase, &backend.file_config);
         lock(&backend.early_warnings).extend(warnings);
     }
     InitializeResult {
