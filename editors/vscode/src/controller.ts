@@ -242,8 +242,17 @@ export class Controller implements vscode.Disposable {
     this.session?.client.changeSettings(this.settings.daemon);
   }
 
+  /** Sets `copilotd.enable` where it takes effect: in the workspace (folder) settings if they set it, else the user's. */
   private async setEnabled(enable: boolean): Promise<void> {
-    await vscode.workspace.getConfiguration('copilotd').update('enable', enable, vscode.ConfigurationTarget.Global);
+    const config = vscode.workspace.getConfiguration('copilotd');
+    const set = config.inspect<boolean>('enable');
+    const target =
+      set?.workspaceFolderValue !== undefined
+        ? vscode.ConfigurationTarget.WorkspaceFolder
+        : set?.workspaceValue !== undefined
+          ? vscode.ConfigurationTarget.Workspace
+          : vscode.ConfigurationTarget.Global;
+    await config.update('enable', enable, target);
   }
 
   /** Sends the custom `copilotd/reindex` request. */

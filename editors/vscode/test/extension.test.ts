@@ -5,7 +5,7 @@
 import { after, afterEach, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { RequestType0 } from 'vscode-jsonrpc/node';
-import { CancellationTokenSource, Position, Range, commands, harness } from './support/vscode-stub';
+import { CancellationTokenSource, ConfigurationTarget, Position, Range, commands, harness } from './support/vscode-stub';
 import { activateWith, eventually, fakeDaemonBinary, shutdown, statusText } from './support/session';
 import { Controller } from '../src/controller';
 
@@ -205,6 +205,12 @@ test('settings changes reach the daemon; disable and enable stop and start it', 
   await harness.commands.get('copilotd.enable')!();
   await eventually(() => controller.client?.running || undefined);
   assert.notEqual(controller.client, first);
+  assert.deepEqual(harness.updates.map((u) => u.target), [ConfigurationTarget.Global, ConfigurationTarget.Global]);
+
+  // Set in the workspace's settings, where it overrides the user's: the commands change it there.
+  harness.workspaceKeys.add('enable');
+  await harness.commands.get('copilotd.disable')!();
+  assert.equal(harness.updates[2].target, ConfigurationTarget.Workspace);
 });
 
 test('workspace folders added and removed reach the daemon', async () => {

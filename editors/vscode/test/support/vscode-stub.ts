@@ -212,6 +212,10 @@ interface WorkspaceFolderLike {
 /** The editor side of the stand-in, for tests. */
 export const harness = {
   config: new Map<string, unknown>(),
+  /** Settings set in the workspace's settings rather than the user's. */
+  workspaceKeys: new Set<string>(),
+  /** Every `update` of a setting, with the settings file it went to. */
+  updates: [] as { key: string; target: ConfigurationTarget | undefined }[],
   documents: [] as TextDocument[],
   folders: [] as WorkspaceFolderLike[],
   opened: new EventEmitter<TextDocument>(),
@@ -234,6 +238,8 @@ export const harness = {
   /** Resets all state between tests. */
   reset(): void {
     this.config.clear();
+    this.workspaceKeys.clear();
+    this.updates = [];
     this.documents = [];
     this.folders = [];
     this.providers = [];
@@ -323,7 +329,13 @@ export const workspace = {
         const full = `${section}.${key}`.replace(/^copilotd\./, '');
         return harness.config.has(full) ? (harness.config.get(full) as T) : defaultValue;
       },
-      async update(key: string, value: unknown): Promise<void> {
+      /** The value as the person set it: in the workspace's settings for the keys of `harness.workspaceKeys`. */
+      inspect<T>(key: string): { globalValue?: T; workspaceValue?: T } {
+        const value = harness.config.get(key) as T | undefined;
+        return harness.workspaceKeys.has(key) ? { workspaceValue: value } : { globalValue: value };
+      },
+      async update(key: string, value: unknown, target?: ConfigurationTarget): Promise<void> {
+        harness.updates.push({ key, target });
         harness.configure({ [key]: value });
       },
     };
