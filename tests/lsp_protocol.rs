@@ -125,6 +125,25 @@ fn malformed_json_and_headers_are_answered_and_the_server_goes_on() {
 }
 
 #[test]
+fn a_wrong_content_length_is_one_error_and_the_server_goes_on() {
+    let mut harness = start(None, no_model());
+    let client = &mut harness.client;
+    // 40 bytes too long: the body runs into the next message's header, which is lost with it.
+    let body = br#"{"jsonrpc":"2.0","method":"copilotd/warm","params":null}"#;
+    let mut frame = format!("Content-Length: {}\r\n\r\n", body.len() + 40).into_bytes();
+    frame.extend_from_slice(body);
+    client.send_raw(&frame).unwrap();
+    open(client, "file:///tmp/copilotd-test/lost.py", &"x = 1\n".repeat(400_000));
+    assert!(status(client)["strategy"].is_string());
+    let error = client.wait_for(QUICK, |m| m.get("error").is_some()).unwrap();
+    assert_eq!(error_code(&error), Some(-32700), "{error}");
+    assert!(status(client)["strategy"].is_string());
+    let errors: Vec<Value> = client.received().into_iter().filter(|m| m.get("error").is_some()).collect();
+    assert!(errors.is_empty(), "one error for the bad frame, then: {errors:?}");
+    assert_alive(&mut harness);
+}
+
+#[test]
 fn unknown_methods_uris_and_bad_params_are_errors() {
     let mut harness = start(None, no_model());
     let client = &mut harness.client;

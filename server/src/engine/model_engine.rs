@@ -300,6 +300,8 @@ impl ModelEngine {
     async fn attach_repositories(&self, repositories: Vec<Repository>) {
         lock(&self.repository).clone_from(&repositories);
         if let Load::Ready(loaded) = self.state() {
+            // A background calibration gives the model back at once.
+            let _wanting = loaded.calibration.want();
             loaded.completer.lock().await.set_repositories(repositories);
         }
     }
@@ -458,6 +460,7 @@ impl CompletionService for ModelEngine {
             if let Some(running) = lock(&loaded.running).as_ref() {
                 running.handles.stop.cancel(Cancelled::Abandoned);
             }
+            let _wanting = loaded.calibration.want();
             let completer = loaded.completer.lock().await;
             save_preferences_to(&completer, &path);
         }

@@ -1,13 +1,15 @@
 //! State shared by all handlers, and the work that outlives a single handler: loading the
 //! model, (re)starting the workspace index, applying settings.
 
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use serde_json::Value;
 use tower_lsp_server::lsp_types::{MessageType, Uri};
-use tower_lsp_server::{Client, UriExt};
+use tower_lsp_server::Client;
 
 use super::documents::Documents;
 use super::model_download;
@@ -40,14 +42,46 @@ pub struct Backend {
     /// One live index per workspace folder.
     pub(super) workspaces: Mutex<Vec<Arc<WorkspaceLink>>>,
     /// Held while folders' indexes are started or stopped, so that changes apply in order. Holds
-    /// the folders that could not be indexed: tried again only on a restart, so that every
-    /// folder change does not repeat their warning.
-    workspace_changes: tokio::sync::Mutex<Vec<PathBuf>>,
+    /// the folders that could not be indexed, so that every folder change does not repeat their
+    /// warning.
+    workspace_changes: tokio::sync::Mutex<Unindexed>,
     pub(super) progress_supported: AtomicBool,
     /// Whether the person is being asked to download the default model (or it is downloading).
     pub(super) download_offered: AtomicBool,
     /// Whether `shutdown` was received (an `exit` without it is an error).
     pub(super) shut_down: Arc<AtomicBool>,
+}
+
+/// How often a workspace folder that does not exist is looked for.
+const MISSING_FOLDER_POLL: Duration = Duration::from_secs(1);
+
+/// Workspace folders that could not be indexed (as the client named them).
+#[derive(Default)]
+struct Unindexed {
+    /// Failed for another reason than not existing: tried again only on a restart.
+    failed: Vec<PathBuf>,
+    /// Did not exist: indexed once they do (see [`Backend::index_once_created`]).
+    missing: Vec<PathBuf>,
+}
+
+impl Unindexed {
+    fn contains(&self, folder: &Path) -> bool {
+        self.failed.iter().chain(&self.missing).any(|f| f == folder)
+    }
+}
+
+/// The roots, each folder once: a folder named twice (through a symbolic link, with a trailing
+/// slash, with other %-escapes) keeps the first name given. With each, its canonical path when
+/// it exists (the name otherwise): what tells folders apart.
+fn distinct_folders(roots: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+    let mut seen = HashSet::new();
+    roots
+        .iter()
+        .filter_map(|root| {
+            let canonical = root.canonicalize().unwrap_or_else(|_| root.clone());
+            seen.insert(canonical.clone()).then(|| (root.clone(), canonical))
+        })
+        .collect()
 }
 
 impl Backend {
@@ -99,7 +133,7 @@ impl Backend {
     /// The path of a document as completions see it: relative to its workspace folder (with `/`
     /// separators: the repository datastore's key for it), or its file name outside every folder.
     pub(super) fn relative_path(&self, uri: &Uri) -> Option<String> {
-        let path = uri.to_file_path()?;
+        let path = super::documents::file_path(uri)?;
         if let Some(key) = self.workspaces().iter().find_map(|workspace| workspace.key_for(&path)) {
             return Some(key);
         }
@@ -161,17 +195,34 @@ impl Backend {
     /// Stops the indexes of folders that are no longer roots (all of them when `restart`), and
     /// starts one for each root without one, with the loaded model's tokenizer. Does nothing
     /// while no model is loaded.
+    ///
+    /// A folder is known by the name the client gave it and by its canonical path: either keeps
+    /// its index (the canonical path of a folder deleted under its index is unknown).
     async fn sync_workspaces(self: &Arc<Self>, restart: bool) {
         let Some(tokenizer) = self.engine.tokenizer() else { return };
-        let mut unindexable = self.workspace_changes.lock().await;
+        let mut unindexed = self.workspace_changes.lock().await;
+        if self.shut_down.load(Ordering::SeqCst) {
+            return;
+        }
         let roots = read(&self.roots).clone();
-        unindexable.retain(|root| !restart && roots.contains(root));
-        let stopped = self.stop_links(|link| restart || !roots.iter().any(|root| root == link.folder())).await;
-        let running: Vec<PathBuf> = self.workspaces().iter().map(|link| link.folder().to_path_buf()).collect();
+        let folders = distinct_folders(&roots);
+        unindexed.failed.retain(|root| !restart && roots.contains(root));
+        unindexed.missing.retain(|root| roots.contains(root));
+        let wanted = |folder: &Path, canonical: &Path| {
+            roots.iter().any(|root| root == folder) || folders.iter().any(|(_, c)| c == canonical)
+        };
+        let stopped = self.stop_links(|link| restart || !wanted(link.folder(), link.root())).await;
+        let running: Vec<(PathBuf, PathBuf)> =
+            self.workspaces().iter().map(|link| (link.folder().to_path_buf(), link.root().to_path_buf())).collect();
         let config = self.config();
         let mut started = false;
-        let new: Vec<PathBuf> =
-            roots.into_iter().filter(|root| !running.contains(root) && !unindexable.contains(root)).collect();
+        let new: Vec<PathBuf> = folders
+            .into_iter()
+            .filter(|(folder, canonical)| {
+                !running.iter().any(|(f, c)| f == folder || c == canonical) && !unindexed.contains(folder)
+            })
+            .map(|(folder, _)| folder)
+            .collect();
         for root in new {
             let (config, tokenizer, folder) = (config.clone(), tokenizer.clone(), root.clone());
             let link = tokio::task::spawn_blocking(move || {
@@ -185,10 +236,21 @@ impl Backend {
                     continue;
                 }
                 Ok(Ok(None)) => continue,
-                Ok(Err(err)) => format!("cannot index {}: {err:#}", root.display()),
-                Err(join) => format!("indexing {} crashed: {join}", root.display()),
+                Ok(Err(_)) if !root.exists() => {
+                    let failure = format!("workspace folder {} does not exist; indexed once it does", root.display());
+                    self.index_once_created(root.clone());
+                    unindexed.missing.push(root);
+                    failure
+                }
+                Ok(Err(err)) => {
+                    unindexed.failed.push(root.clone());
+                    format!("cannot index {}: {err:#}", root.display())
+                }
+                Err(join) => {
+                    unindexed.failed.push(root.clone());
+                    format!("indexing {} crashed: {join}", root.display())
+                }
             };
-            unindexable.push(root);
             tracing::warn!("{failure}");
             self.notify_user(MessageType::WARNING, format!("copilotd: {failure}"));
         }
@@ -198,8 +260,33 @@ impl Backend {
             self.engine.set_repositories(repositories).await;
         }
         // Seen only while no folder is indexed.
-        let failed = !unindexable.is_empty();
+        let failed = !unindexed.failed.is_empty() || !unindexed.missing.is_empty();
         self.index.set_state(if failed { IndexState::Failed } else { IndexState::None });
+    }
+
+    /// Looks for `folder`, a root that does not exist, every [`MISSING_FOLDER_POLL`], and
+    /// indexes it once it exists; gives up when it stops being a missing root, or on shutdown.
+    fn index_once_created(self: &Arc<Self>, folder: PathBuf) {
+        let backend = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(MISSING_FOLDER_POLL).await;
+                if backend.shut_down.load(Ordering::SeqCst) {
+                    return;
+                }
+                let mut unindexed = backend.workspace_changes.lock().await;
+                if !unindexed.missing.contains(&folder) {
+                    return;
+                }
+                if folder.is_dir() {
+                    tracing::info!("workspace folder {} exists now; indexing it", folder.display());
+                    unindexed.missing.retain(|missing| *missing != folder);
+                    drop(unindexed);
+                    backend.spawn_sync_workspaces();
+                    return;
+                }
+            }
+        });
     }
 
     /// Stops (and forgets) the folders' indexes that `stop` selects; whether any was.
@@ -224,7 +311,7 @@ impl Backend {
         // Buffers opened before the index existed become overlays now, sent under the
         // documents' lock so that a concurrent edit's overlay is never overtaken by older text.
         self.documents.for_each(|uri, text| {
-            if let Some(path) = uri.to_file_path() {
+            if let Some(path) = super::documents::file_path(uri) {
                 link.set_overlay(&path, text);
             }
         });
@@ -269,5 +356,24 @@ impl Backend {
         if before.ignore != after.ignore || before.languages != after.languages {
             self.spawn_restart_workspaces();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_named_twice_is_indexed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("project");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let canonical = real.canonicalize().unwrap();
+        let missing = dir.path().join("missing");
+        let roots = [&link, &real, &real.join(""), &dir.path().join("./project"), &missing, &missing.join("")]
+            .map(PathBuf::from);
+        assert_eq!(distinct_folders(&roots), [(link, canonical), (missing.clone(), missing)]);
     }
 }

@@ -7,9 +7,11 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tower_lsp_server::lsp_types::{Position, TextDocumentContentChangeEvent, Uri};
+use tower_lsp_server::UriExt;
 
 /// Why a position does not denote a place in a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +112,22 @@ fn line_start(text: &str, line: u32) -> Result<usize, PositionError> {
     Ok(index)
 }
 
+/// The local file a document is the buffer of. Only `file:` URIs name files: an `untitled:`,
+/// `git:` or `http:` document is a buffer of its own, even when its path looks like a file's.
+pub fn file_path(uri: &Uri) -> Option<PathBuf> {
+    let scheme = uri.scheme()?;
+    if !scheme.as_str().eq_ignore_ascii_case("file") {
+        return None;
+    }
+    uri.to_file_path().map(|path| path.into_owned())
+}
+
+/// Whether a buffer's text may stand for its file in a workspace index. The index skips files
+/// with a NUL byte as binary, so it skips buffers with one too (a buffer is always UTF-8).
+pub fn indexable(text: &str) -> bool {
+    !text.contains('\0')
+}
+
 /// Applies one content change event to `text`.
 pub fn apply_change(text: &mut String, change: &TextDocumentContentChangeEvent) -> Result<(), DocumentError> {
     match change.range {
@@ -166,8 +184,12 @@ impl Documents {
         self.lock().insert(uri, document);
     }
 
-    /// Applies the changes of one `didChange` in order. If one does not apply, the document is
-    /// marked out of sync (until a full-text change) and the error is returned.
+    /// Applies the changes of one `didChange` in order. A change that does not apply marks the
+    /// document out of sync, and the changes after it are skipped until a full-text change
+    /// (which brings it back in sync). The error returned is the one that put the document out
+    /// of sync; a `didChange` to a document that was out of sync already returns
+    /// [`DocumentError::OutOfSync`] (its cause was returned before), so that the cause is
+    /// reported once.
     pub fn change(
         &self,
         uri: &Uri,
@@ -176,25 +198,28 @@ impl Documents {
     ) -> Result<Snapshot, DocumentError> {
         let mut open = self.lock();
         let document = open.get_mut(uri).ok_or_else(|| DocumentError::Unknown(uri.as_str().to_owned()))?;
-        let text = Arc::make_mut(&mut document.text);
+        if version < document.version {
+            tracing::debug!(
+                "{}: didChange goes back from version {} to {version}; applied",
+                uri.as_str(),
+                document.version
+            );
+        }
+        let mut failure = document.out_of_sync.then(|| DocumentError::OutOfSync(uri.as_str().to_owned()));
         for change in changes {
             if change.range.is_none() {
-                document.out_of_sync = false;
+                failure = None;
             }
-            if document.out_of_sync {
-                continue;
-            }
-            if let Err(err) = apply_change(text, change) {
-                document.out_of_sync = true;
-                document.version = version;
-                return Err(err);
+            if failure.is_none() {
+                failure = apply_change(Arc::make_mut(&mut document.text), change).err();
             }
         }
         document.version = version;
-        if document.out_of_sync {
-            return Err(DocumentError::OutOfSync(uri.as_str().to_owned()));
+        document.out_of_sync = failure.is_some();
+        match failure {
+            Some(err) => Err(err),
+            None => Ok(snapshot_of(uri, document)),
         }
-        Ok(snapshot_of(uri, document))
     }
 
     /// Forgets a document; returns whether it was open.
@@ -202,10 +227,15 @@ impl Documents {
         self.lock().remove(uri).is_some()
     }
 
-    /// Calls `visit` with every in-sync open document, holding the store's lock (so no change
-    /// is applied meanwhile).
+    /// Calls `visit` with every open document that stands for a workspace file (in sync, a
+    /// [`file_path`] and [`indexable`] text), holding the store's lock (so no change is applied
+    /// meanwhile).
     pub fn for_each(&self, mut visit: impl FnMut(&Uri, &str)) {
-        for (uri, document) in self.lock().iter().filter(|(_, document)| !document.out_of_sync) {
+        let open = self.lock();
+        let overlays = open
+            .iter()
+            .filter(|(uri, document)| !document.out_of_sync && file_path(uri).is_some() && indexable(&document.text));
+        for (uri, document) in overlays {
             visit(uri, &document.text);
         }
     }
@@ -332,6 +362,94 @@ mod tests {
         assert_eq!(docs.change(&uri, 4, &[full]).unwrap().text.as_str(), "new");
         let reversed = docs.change(&uri, 5, &[edit(pos(0, 2), pos(0, 1), "")]);
         assert_eq!(reversed.unwrap_err(), DocumentError::ReversedRange);
+    }
+
+    #[test]
+    fn only_the_change_that_puts_a_document_out_of_sync_is_its_error() {
+        let docs = Documents::default();
+        let uri: Uri = "file:///w/a.py".parse().unwrap();
+        docs.open(uri.clone(), "python".into(), 1, "abc".into());
+        let bad = || edit(pos(5, 0), pos(5, 0), "x");
+        let full = |text: &str| TextDocumentContentChangeEvent { range: None, range_length: None, text: text.into() };
+        assert!(matches!(docs.change(&uri, 2, &[bad()]), Err(DocumentError::BadRange(_))));
+        for version in 3..6 {
+            let later = docs.change(&uri, version, &[edit(pos(0, 0), pos(0, 0), "x")]);
+            assert!(matches!(later, Err(DocumentError::OutOfSync(_))), "{later:?}");
+        }
+        // A full-text change later in the same batch brings it back in sync; a bad change after
+        // that is a new error.
+        let batch = [edit(pos(0, 0), pos(0, 0), "x"), full("new"), edit(pos(0, 3), pos(0, 3), "!")];
+        assert_eq!(docs.change(&uri, 6, &batch).unwrap().text.as_str(), "new!");
+        assert_eq!(docs.change(&uri, 7, &[bad(), full("fixed")]).unwrap().text.as_str(), "fixed");
+        assert!(matches!(docs.change(&uri, 8, &[full("again"), bad()]), Err(DocumentError::BadRange(_))));
+        docs.open(uri.clone(), "python".into(), 9, "reopened".into());
+        assert_eq!(docs.snapshot(&uri).unwrap().text.as_str(), "reopened");
+    }
+
+    /// The debug lines logged while `run` runs.
+    fn debug_log(run: impl FnOnce()) -> String {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let writer = Arc::clone(&log);
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .finish();
+        tracing::subscriber::with_default(subscriber, run);
+        let bytes = crate::sync::lock(&log).clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for LogWriter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            crate::sync::lock(&self.0).extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_version_going_back_is_applied_and_logged() {
+        let docs = Documents::default();
+        let uri: Uri = "file:///w/a.py".parse().unwrap();
+        docs.open(uri.clone(), "python".into(), 5, "ab".into());
+        let log = debug_log(|| {
+            docs.change(&uri, 6, &[edit(pos(0, 2), pos(0, 2), "c")]).unwrap();
+            docs.change(&uri, 3, &[edit(pos(0, 3), pos(0, 3), "d")]).unwrap();
+        });
+        assert_eq!(docs.snapshot(&uri).unwrap().text.as_str(), "abcd");
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(log.contains("from version 6 to 3"), "{log}");
+    }
+
+    #[test]
+    fn only_file_uris_name_files() {
+        let path = |uri: &str| file_path(&uri.parse().unwrap());
+        assert_eq!(path("file:///ws/a%20b.py"), Some(PathBuf::from("/ws/a b.py")));
+        assert_eq!(path("FILE:///ws/a.py"), Some(PathBuf::from("/ws/a.py")));
+        for uri in ["git:/ws/a.py?%7B%22ref%22%3A%22HEAD%22%7D", "untitled:/ws/a.py", "http://host/ws/a.py"] {
+            assert_eq!(path(uri), None, "{uri}");
+        }
+    }
+
+    #[test]
+    fn only_in_sync_indexable_files_overlay_the_workspace() {
+        let docs = Documents::default();
+        let open = |uri: &str, text: &str| docs.open(uri.parse().unwrap(), "python".into(), 1, text.into());
+        open("file:///ws/a.py", "a = 1\n");
+        open("untitled:/ws/b.py", "b = 1\n");
+        open("git:/ws/c.py?ref", "c = 1\n");
+        open("file:///ws/d.py", "d = '\0'\n");
+        open("file:///ws/e.py", "e = 1\n");
+        docs.change(&"file:///ws/e.py".parse().unwrap(), 2, &[edit(pos(9, 0), pos(9, 0), "x")]).unwrap_err();
+        let mut visited = Vec::new();
+        docs.for_each(|uri, _| visited.push(uri.as_str().to_owned()));
+        assert_eq!(visited, ["file:///ws/a.py"]);
     }
 
     #[test]

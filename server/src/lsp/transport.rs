@@ -89,11 +89,16 @@ impl InitializeGate {
 /// Incremental decoder for `Content-Length`-framed messages that never gives up on a stream:
 /// the one framing codec of copilotd, shared by the server's transport and the test client
 /// (bytes go in with [`Framer::push`], whole frames come out of [`Framer::next_frame`]).
+///
+/// Each bad frame is rejected once: after a reject, the bytes up to the next `Content-Length`
+/// header are dropped without another (the rest of an oversized or misframed message).
 #[derive(Debug, Default)]
 pub struct Framer {
     buffer: Vec<u8>,
     /// Length of the body being waited for, once its header has been read.
     body: Option<usize>,
+    /// Set by a reject: bytes are dropped silently until a header name starts the buffer.
+    resynchronising: bool,
 }
 
 impl Framer {
@@ -120,6 +125,22 @@ impl Framer {
         self.buffer.drain(..drop_to);
     }
 
+    /// Answers a bad frame with `error`, and drops what follows it up to the next header.
+    fn reject(&mut self, error: Error) -> Frame {
+        self.resynchronising = true;
+        Frame::Reject(self::error(Id::Null, error))
+    }
+
+    /// While resynchronising, drops bytes up to the next header name; whether one starts the
+    /// buffer now (so framing can go on).
+    fn resynchronised(&mut self) -> bool {
+        if self.resynchronising {
+            self.skip_garbage(0);
+            self.resynchronising = find_header_name(&self.buffer) != Some(0);
+        }
+        !self.resynchronising
+    }
+
     /// The next complete frame, if the buffer holds one (`None` until more bytes are pushed).
     pub fn next_frame(&mut self) -> Option<Frame> {
         loop {
@@ -129,30 +150,35 @@ impl Framer {
                 }
                 let body: Vec<u8> = self.buffer.drain(..length).collect();
                 self.body = None;
-                return Some(check_body(body));
+                let frame = check_body(body);
+                // A body that is not JSON may have been misframed (a wrong `Content-Length`).
+                self.resynchronising = is_parse_error(&frame);
+                return Some(frame);
+            }
+            if !self.resynchronised() {
+                return None;
             }
             let Some(end) = find(&self.buffer, b"\r\n\r\n") else {
                 if self.buffer.len() > MAX_HEADER {
                     self.skip_garbage(1);
-                    return Some(Frame::Reject(error(Id::Null, Error::parse_error())));
+                    return Some(self.reject(Error::parse_error()));
                 }
                 return None;
             };
-            let header = self.buffer[..end].to_vec();
-            match content_length(&header) {
+            match content_length(&self.buffer[..end]) {
+                Some(0) => {
+                    self.buffer.drain(..end + 4);
+                    return Some(Frame::Reject(error(Id::Null, Error::invalid_request())));
+                }
                 Some(length) if length <= MAX_BODY => {
                     self.buffer.drain(..end + 4);
                     self.body = Some(length);
-                    if length == 0 {
-                        self.body = None;
-                        return Some(Frame::Reject(error(Id::Null, Error::invalid_request())));
-                    }
                 }
                 _ => {
                     // Resynchronise at the next header name (possibly inside this block, after
-                    // leading garbage).
+                    // leading garbage); an oversized body is dropped on the way.
                     self.skip_garbage(1);
-                    return Some(Frame::Reject(error(Id::Null, Error::parse_error())));
+                    return Some(self.reject(Error::parse_error()));
                 }
             }
         }
@@ -217,6 +243,11 @@ fn check_body(body: Vec<u8>) -> Frame {
             Frame::Reject(error(id, Error::invalid_request()))
         }
     }
+}
+
+/// Whether a body was answered with a parse error (it is not JSON).
+fn is_parse_error(frame: &Frame) -> bool {
+    *frame == Frame::Reject(error(Id::Null, Error::parse_error()))
 }
 
 fn has_method(body: &[u8]) -> bool {
@@ -410,20 +441,67 @@ mod tests {
         assert!(frames[..frames.len() - 1].iter().all(|f| code(f).is_some()));
     }
 
+    /// The frames of `bytes` pushed in reads of 64 KiB (as the transport reads), checking that
+    /// the buffer stays bounded while no message is due.
+    fn read_in_chunks(framer: &mut Framer, bytes: &[u8]) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        for chunk in bytes.chunks(64 << 10) {
+            framer.push(chunk);
+            frames.extend(all(framer));
+            assert!(framer.buffer.len() <= MAX_HEADER + (64 << 10), "buffered {}", framer.buffer.len());
+        }
+        frames
+    }
+
     #[test]
     fn endless_garbage_without_headers_is_bounded() {
         let mut framer = Framer::default();
+        let mut errors = 0;
         for _ in 0..100 {
             framer.push(&[b'x'; 1000]);
-            all(&mut framer);
+            errors += all(&mut framer).len();
         }
         assert!(framer.buffer.len() <= MAX_HEADER + 1000);
         framer.push(b"garbage\r\n\r\nmore garbage Content-Le");
-        assert_eq!(all(&mut framer).len(), 1, "one error per run of garbage");
+        errors += all(&mut framer).len();
+        assert_eq!(errors, 1, "one error per run of garbage");
         assert_eq!(framer.buffer, b"Content-Le");
         framer.push(b"ngth: 2\r\n\r\n{}");
         assert_eq!(all(&mut framer).len(), 1);
         framer.push(&frame(r#"{"jsonrpc":"2.0","method":"exit"}"#));
         assert!(matches!(all(&mut framer).last(), Some(Frame::Message(..))));
+    }
+
+    #[test]
+    fn an_oversized_message_is_one_error() {
+        let mut framer = Framer::default();
+        let header = format!("Content-Length: {}\r\n\r\n", MAX_BODY + 1);
+        let body =
+            [br#"{"jsonrpc":"2.0","id":1,"method":"x","params":""#.as_slice(), &[b'a'; 4 << 20], b"\"}"].concat();
+        let mut frames = read_in_chunks(&mut framer, &[header.as_bytes(), &body].concat());
+        frames.extend(read_in_chunks(&mut framer, &frame(r#"{"jsonrpc":"2.0","method":"exit"}"#)));
+        let codes: Vec<_> = frames.iter().map(code).collect();
+        assert_eq!(codes, [Some(-32700), None]);
+    }
+
+    #[test]
+    fn a_content_length_too_long_costs_one_error_and_the_message_it_ran_into() {
+        let mut framer = Framer::default();
+        let short = r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#;
+        let lying = format!("Content-Length: {}\r\n\r\n{short}", short.len() + 40).into_bytes();
+        let text = "x = 1\\n".repeat(300_000);
+        let open = format!(r#"{{"jsonrpc":"2.0","method":"textDocument/didOpen","params":{{"text":"{text}"}}}}"#);
+        let bytes = [lying, frame(&open), frame(r#"{"jsonrpc":"2.0","method":"exit"}"#)].concat();
+        let codes: Vec<_> = read_in_chunks(&mut framer, &bytes).iter().map(code).collect();
+        assert_eq!(codes, [Some(-32700), None]);
+    }
+
+    #[test]
+    fn a_rejected_body_does_not_hide_the_next_message() {
+        let mut framer = Framer::default();
+        framer.push(&frame("{not json"));
+        framer.push(&frame(r#"{"jsonrpc":"2.0","method":"exit"}"#));
+        let codes: Vec<_> = all(&mut framer).iter().map(code).collect();
+        assert_eq!(codes, [Some(-32700), None]);
     }
 }

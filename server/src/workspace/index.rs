@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -78,7 +78,7 @@ pub fn update_workspace_store(
 ) -> Result<(RepositoryStore, IndexSummary, bool)> {
     let started = Instant::now();
     let files = walk(root, config, None)?.files;
-    let (store, mut summary, changed) = build(&files, config, tokenize, store_path, progress)?;
+    let (store, mut summary, changed) = build(&files, config, tokenize, store_path, progress, &AtomicBool::new(false))?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok((store, summary, changed || !store_path.exists()))
 }
@@ -93,13 +93,16 @@ pub fn save_store(store: &RepositoryStore, store_path: &Path) -> Result<()> {
 
 /// The store for the walked `files`, starting from the persisted one; also
 /// says whether it differs from what is persisted. `seconds` and
-/// `bytes_on_disk` of the summary are left for the caller.
+/// `bytes_on_disk` of the summary are left for the caller. Once `cancel` is
+/// set, no further file is tokenized: the store returned then lacks files and
+/// must be thrown away, not saved.
 pub(super) fn build(
     files: &[WalkedFile],
     config: &WalkConfig,
     tokenize: &Tokenize,
     store_path: &Path,
     progress: &dyn Fn(usize, usize),
+    cancel: &AtomicBool,
 ) -> Result<(RepositoryStore, IndexSummary, bool)> {
     let fingerprint = tokenizer_fingerprint(tokenize).context("the tokenizer failed on a probe text")?;
     let mut warning = None;
@@ -128,7 +131,8 @@ pub(super) fn build(
         store.remove_file(path);
     }
 
-    let (updates, skipped) = tokenize_files(&todo, config.max_file_size, tokenize, &|n| progress(reused + n, total));
+    let (updates, skipped) =
+        tokenize_files(&todo, config.max_file_size, tokenize, &|n| progress(reused + n, total), cancel);
     for path in &skipped {
         store.remove_file(path);
     }
@@ -150,11 +154,14 @@ pub(super) fn build(
 
 /// Reads and tokenizes files on all cores. Returns the updates and the paths
 /// of files that could not be used; `progress(n)` counts finished files.
+/// Stops taking files once `cancel` is set (the files in hand are finished),
+/// so the result may then cover only some of `files`.
 pub(super) fn tokenize_files(
     files: &[&WalkedFile],
     max_file_size: u64,
     tokenize: &Tokenize,
     progress: &dyn Fn(usize),
+    cancel: &AtomicBool,
 ) -> (Vec<FileUpdate>, Vec<String>) {
     let next = AtomicUsize::new(0);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len());
@@ -166,6 +173,9 @@ pub(super) fn tokenize_files(
             let tx = tx.clone();
             let next = &next;
             scope.spawn(move || loop {
+                if cancel.load(Ordering::Relaxed) {
+                    break;
+                }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(file) = files.get(i) else { break };
                 let result =

@@ -312,15 +312,15 @@ impl Worker {
     fn initial_index(&mut self) {
         let result = walk(&self.root, &self.config, None).and_then(|walk| {
             self.watch(&walk.dirs);
-            build(&walk.files, &self.config, &*self.tokenize, &self.store_path, &|done, total| {
-                self.set_state(IndexState::Indexing { done, total })
-            })
+            let progress = |done, total| self.set_state(IndexState::Indexing { done, total });
+            build(&walk.files, &self.config, &*self.tokenize, &self.store_path, &progress, &self.cancel)
         });
+        // A cancelled build is partial: it is neither saved nor served.
+        if self.cancel.load(Ordering::Relaxed) {
+            return;
+        }
         match result {
             Ok((store, mut summary, changed)) => {
-                if self.cancel.load(Ordering::Relaxed) {
-                    return;
-                }
                 if changed || !self.store_path.exists() {
                     if let Err(err) = save_store(&store, &self.store_path) {
                         tracing::warn!("{err:#}");
@@ -365,9 +365,10 @@ impl Worker {
         added
     }
 
-    /// Forgets watches of directories that are gone (the OS dropped them).
-    fn forget_watches_under(&mut self, gone: &Path) {
-        let stale: Vec<PathBuf> = self.watched.iter().filter(|d| d.starts_with(gone)).cloned().collect();
+    /// Forgets watches of the directories in or under `gone` (the OS dropped them).
+    fn forget_watches_under(&mut self, gone: &HashSet<PathBuf>) {
+        let stale: Vec<PathBuf> =
+            self.watched.iter().filter(|d| d.ancestors().any(|a| gone.contains(a))).cloned().collect();
         for dir in stale {
             let _ = self.watcher.unwatch(&dir);
             self.watched.remove(&dir);
@@ -409,7 +410,7 @@ impl Worker {
 
     /// Empties the store (the folder is gone); its watches went with the directories.
     fn drop_all_files(&mut self) {
-        self.forget_watches_under(&self.root.clone());
+        self.forget_watches_under(&HashSet::from([self.root.clone()]));
         self.overlays.clear();
         let mut store = write(&self.store);
         let files: Vec<String> = store.files().map(str::to_owned).collect();
@@ -423,10 +424,9 @@ impl Worker {
     fn reconcile(&mut self, paths: BTreeSet<PathBuf>, renames: &[(PathBuf, PathBuf)], buffers: Vec<(String, String)>) {
         let targets: Vec<PathBuf> =
             if paths.contains(&self.root) { vec![self.root.clone()] } else { paths.into_iter().collect() };
-        for target in &targets {
-            if !target.exists() {
-                self.forget_watches_under(target);
-            }
+        let gone: HashSet<PathBuf> = targets.iter().filter(|t| !t.exists()).cloned().collect();
+        if !gone.is_empty() {
+            self.forget_watches_under(&gone);
         }
         let found = match self.walk_and_watch(&targets) {
             Ok(found) => found,
@@ -435,13 +435,14 @@ impl Worker {
                 return;
             }
         };
-        let keys: Vec<String> = targets
+        let keys: HashSet<String> = targets
             .iter()
             .filter_map(|t| if *t == self.root { Some(String::new()) } else { relative_key(&self.root, t) })
             .collect();
-        let under = |path: &str, key: &str| {
-            key.is_empty() || path == key || (path.starts_with(key) && path.as_bytes().get(key.len()) == Some(&b'/'))
-        };
+        let renamed: HashMap<String, String> = renames
+            .iter()
+            .filter_map(|(from, to)| Some((relative_key(&self.root, from)?, relative_key(&self.root, to)?)))
+            .collect();
 
         // Buffers are admitted when their file is.
         let mut updates = Vec::new();
@@ -460,11 +461,11 @@ impl Worker {
             let store = read(&self.store);
             let mut moves = Vec::new();
             let mut moved = HashSet::new();
-            for (from, to) in renames {
-                let (Some(from), Some(to)) = (relative_key(&self.root, from), relative_key(&self.root, to)) else {
-                    continue;
-                };
-                for path in store.files().filter(|p| under(p, &from)) {
+            if !renamed.is_empty() {
+                for path in store.files() {
+                    let Some((from, to)) = key_and_parents(path).find_map(|k| renamed.get_key_value(k)) else {
+                        continue;
+                    };
                     let target = format!("{to}{}", &path[from.len()..]);
                     let same = found.get(&target).is_some_and(|f| store.stamp(path) == Some(f.stamp));
                     if same
@@ -479,7 +480,11 @@ impl Worker {
             }
             let stale: Vec<String> = store
                 .files()
-                .filter(|p| keys.iter().any(|k| under(p, k)) && !found.contains_key(*p) && !self.overlays.contains(*p))
+                .filter(|p| {
+                    key_and_parents(p).any(|k| keys.contains(k))
+                        && !found.contains_key(*p)
+                        && !self.overlays.contains(*p)
+                })
                 .map(str::to_owned)
                 .collect();
             let todo: Vec<&WalkedFile> = found
@@ -490,7 +495,11 @@ impl Worker {
                 .collect();
             (moves, stale, todo)
         };
-        let (disk, skipped) = tokenize_files(&todo, self.config.max_file_size, &*self.tokenize, &|_| {});
+        let (disk, skipped) = tokenize_files(&todo, self.config.max_file_size, &*self.tokenize, &|_| {}, &self.cancel);
+        if self.cancel.load(Ordering::Relaxed) {
+            // Stopping: what was not applied is found again from the stamps on the next start.
+            return;
+        }
         updates.extend(disk);
 
         let mut store = write(&self.store);
@@ -516,4 +525,9 @@ impl Worker {
         }
         Ok(found)
     }
+}
+
+/// A store key, then the keys of the directories holding it, up to the root's (the empty key).
+fn key_and_parents(key: &str) -> impl Iterator<Item = &str> {
+    std::iter::once(key).chain(key.rmatch_indices('/').map(|(i, _)| &key[..i])).chain((!key.is_empty()).then_some(""))
 }

@@ -1,8 +1,9 @@
 //! Tests of walking, indexing and live updates, with a byte-level tokenizer
 //! (one token per byte) so that expectations are easy to state.
 
+use std::collections::BTreeSet;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -361,4 +362,100 @@ fn renames_move_tokens_without_tokenizing_again() {
     write(ws.root(), "lib/b.py", b"def after_the_move(): pass\n");
     eventually(&ws, SECOND, "file in the renamed directory", |s| s.contains("lib/b.py") && knows(s, "after_the_m"));
     assert!(!ws.store().read().unwrap().contains("pkg/b.py"));
+}
+
+#[test]
+fn stopping_interrupts_indexing_and_keeps_the_saved_store() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const FILES: usize = 400;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    let store_path = dir.path().join("repo.store");
+    for i in 0..FILES {
+        write(&root, &format!("m{i}.py"), format!("def saved_{i}(): pass\n").as_bytes());
+    }
+    index_workspace(&root, &WalkConfig::default(), &bytes, &store_path, &|_, _| {}).unwrap();
+    // Every file changes (another size): indexing has all of them to tokenize again.
+    for i in 0..FILES {
+        write(&root, &format!("m{i}.py"), format!("def changed_since_{i}(): pass\n").as_bytes());
+    }
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (started, on_start) = std::sync::mpsc::sync_channel(1);
+    let counted = calls.clone();
+    let slow = move |text: &str| {
+        // The first call is the fingerprint's; the next ones are files.
+        if counted.fetch_add(1, Ordering::SeqCst) == 2 {
+            let _ = started.try_send(());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        bytes(text)
+    };
+    let ws = LiveWorkspace::start(&root, WalkConfig::default(), Arc::new(slow), store_path.clone(), Box::new(|_| {}))
+        .unwrap();
+    on_start.recv().unwrap();
+    drop(ws);
+    let tokenized = calls.load(Ordering::SeqCst);
+    assert!(tokenized < FILES / 2, "{tokenized} of {FILES} files tokenized after the stop");
+    let saved = RepositoryStore::load(&store_path, tokenizer_fingerprint(&bytes).unwrap()).unwrap();
+    assert_eq!(saved.file_count(), FILES);
+    assert!(knows(&saved, "def saved_1") && !knows(&saved, "def changed_s"), "the partial index is not saved");
+}
+
+#[test]
+fn a_walk_with_many_targets_visits_exactly_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for d in 0..10 {
+        for f in 0..300 {
+            write(root, &format!("d{d}/f{f}.py"), b"x\n");
+        }
+    }
+    write(root, "deep/er/still/x.py", b"x\n");
+    write(root, "deep/other.py", b"x\n");
+    write(root, "untouched/u.py", b"x\n");
+    // Every third file, one whole directory, a nested directory, and a path that is gone.
+    let mut targets: Vec<PathBuf> =
+        (0..10).flat_map(|d| (0..300).step_by(3).map(move |f| root.join(format!("d{d}/f{f}.py")))).collect();
+    targets.extend([root.join("d7"), root.join("deep/er"), root.join("d1/gone.py")]);
+    let walked = walk(root, &WalkConfig::default(), Some(&targets)).unwrap();
+    let mut expected: Vec<String> = (0..10)
+        .flat_map(|d| (0..300).filter(move |f| d == 7 || f % 3 == 0).map(move |f| format!("d{d}/f{f}.py")))
+        .collect();
+    expected.push("deep/er/still/x.py".to_owned());
+    expected.sort();
+    let mut found: Vec<String> = walked.files.into_iter().map(|f| f.rel).collect();
+    found.sort();
+    assert_eq!(found, expected);
+    assert!(walked.dirs.contains(&root.join("deep/er/still")) && !walked.dirs.contains(&root.join("untouched")));
+}
+
+#[test]
+fn thousands_of_files_changed_at_once_are_all_followed() {
+    let live = start_live(|root| {
+        for i in 0..1000 {
+            write(root, &format!("old/o{i}.py"), format!("def old_{i}(): pass\n").as_bytes());
+        }
+        write(root, "keep/k.py", b"def kept_file(): pass\n");
+    });
+    let ws = &live.ws;
+    let root = ws.root().to_path_buf();
+    assert_eq!(ws.store().read().unwrap().file_count(), 1001);
+    // Created in a watched directory and in a new one, deleted, renamed: all at once.
+    for i in 0..2000 {
+        write(&root, &format!("old/n{i}.py"), format!("def new_{i}(): pass\n").as_bytes());
+        write(&root, &format!("fresh/f{i}.py"), format!("def fresh_{i}(): pass\n").as_bytes());
+    }
+    for i in (0..1000).step_by(2) {
+        fs::remove_file(root.join(format!("old/o{i}.py"))).unwrap();
+    }
+    fs::rename(root.join("keep"), root.join("kept")).unwrap();
+    let expected: BTreeSet<String> = (0..2000)
+        .flat_map(|i| [format!("old/n{i}.py"), format!("fresh/f{i}.py")])
+        .chain((1..1000).step_by(2).map(|i| format!("old/o{i}.py")))
+        .chain(["kept/k.py".to_owned()])
+        .collect();
+    eventually(ws, Duration::from_secs(30), "every change applied", |s| {
+        s.file_count() == expected.len() && s.files().all(|f| expected.contains(f))
+    });
+    assert!(knows(&ws.store().read().unwrap(), "def fresh_1999"));
 }

@@ -14,7 +14,7 @@
 //! - its contents are text: no NUL byte, valid UTF-8 (checked when read, see
 //!   [`read_text`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -132,17 +132,14 @@ pub fn walk(root: &Path, config: &WalkConfig, targets: Option<&[PathBuf]>) -> Re
     let exclusions = config.exclusions(root)?;
     let mut builder = WalkBuilder::new(root);
     builder.standard_filters(true).require_git(false).follow_links(false).sort_by_file_path(|a, b| a.cmp(b));
-    let targets: Option<Vec<PathBuf>> = targets.map(<[PathBuf]>::to_vec);
+    let targets = targets.map(Targets::new);
     builder.filter_entry(move |entry| {
         let path = entry.path();
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
         if exclusions.matched(path, is_dir).is_ignore() {
             return false;
         }
-        match &targets {
-            None => true,
-            Some(targets) => targets.iter().any(|t| path.starts_with(t) || (is_dir && t.starts_with(path))),
-        }
+        targets.as_ref().is_none_or(|targets| targets.admit(path, is_dir))
     });
     let mut out = Walk::default();
     for entry in builder.build() {
@@ -173,6 +170,26 @@ pub fn walk(root: &Path, config: &WalkConfig, targets: Option<&[PathBuf]>) -> Re
         out.files.push(WalkedFile { rel, abs: path.to_path_buf(), stamp: stamp_of(&metadata), size: metadata.len() });
     }
     Ok(out)
+}
+
+/// What a targeted walk visits, looked up in time proportional to a path's
+/// depth (not to the number of targets: thousands of files change at once).
+struct Targets {
+    targets: HashSet<PathBuf>,
+    /// The directories holding a target.
+    on_the_way: HashSet<PathBuf>,
+}
+
+impl Targets {
+    fn new(targets: &[PathBuf]) -> Self {
+        let on_the_way = targets.iter().flat_map(|t| t.ancestors().skip(1)).map(Path::to_path_buf).collect();
+        Self { targets: targets.iter().cloned().collect(), on_the_way }
+    }
+
+    /// Whether the walk visits `path`: a target, inside one, or a directory on the way to one.
+    fn admit(&self, path: &Path, is_dir: bool) -> bool {
+        path.ancestors().any(|a| self.targets.contains(a)) || (is_dir && self.on_the_way.contains(path))
+    }
 }
 
 /// The store key of `path` under `root`: components joined by `/`; `None`

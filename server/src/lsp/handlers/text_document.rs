@@ -2,16 +2,14 @@
 //! request runs, and each cancels the document's live completion.
 
 use tower_lsp_server::lsp_types::*;
-use tower_lsp_server::UriExt;
 
 use super::super::backend::Backend;
+use super::super::documents::{file_path, indexable, DocumentError};
 
 pub fn did_open(backend: &Backend, params: DidOpenTextDocumentParams) {
     let document = params.text_document;
     backend.in_flight.supersede(&document.uri);
-    if let Some(path) = document.uri.to_file_path() {
-        backend.workspaces().iter().for_each(|workspace| workspace.set_overlay(&path, &document.text));
-    }
+    overlay(backend, &document.uri, &document.text);
     backend.documents.open(document.uri, document.language_id, document.version, document.text);
 }
 
@@ -19,10 +17,10 @@ pub fn did_change(backend: &Backend, params: DidChangeTextDocumentParams) {
     let uri = params.text_document.uri;
     backend.in_flight.supersede(&uri);
     match backend.documents.change(&uri, params.text_document.version, &params.content_changes) {
-        Ok(snapshot) => {
-            if let Some(path) = uri.to_file_path() {
-                backend.workspaces().iter().for_each(|workspace| workspace.set_overlay(&path, &snapshot.text));
-            }
+        Ok(snapshot) => overlay(backend, &uri, &snapshot.text),
+        // Reported with the change that put it out of sync: one warning, not one per keystroke.
+        Err(DocumentError::OutOfSync(_)) => {
+            tracing::debug!("{}: change skipped, the document is out of sync", uri.as_str());
         }
         Err(err) => backend.notify_user(MessageType::WARNING, format!("copilotd: {err}")),
     }
@@ -32,7 +30,20 @@ pub fn did_close(backend: &Backend, params: DidCloseTextDocumentParams) {
     let uri = params.text_document.uri;
     backend.in_flight.supersede(&uri);
     backend.documents.close(&uri);
-    if let Some(path) = uri.to_file_path() {
+    if let Some(path) = file_path(&uri) {
         backend.workspaces().iter().for_each(|workspace| workspace.clear_overlay(&path));
+    }
+}
+
+/// Makes the workspace indexes see a `file:` document's buffer instead of its file on disk, or
+/// the file on disk again while the buffer is binary. Other documents overlay nothing.
+fn overlay(backend: &Backend, uri: &Uri, text: &str) {
+    let Some(path) = file_path(uri) else { return };
+    for workspace in backend.workspaces() {
+        if indexable(text) {
+            workspace.set_overlay(&path, text);
+        } else {
+            workspace.clear_overlay(&path);
+        }
     }
 }

@@ -4,13 +4,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tower_lsp_server::lsp_types::*;
-use tower_lsp_server::UriExt;
 
 use super::super::backend::Backend;
 use crate::sync::write;
 
+/// The local folder a workspace folder's URI names (only `file:` URIs do).
 pub fn folder_path(uri: &Uri) -> Option<PathBuf> {
-    uri.to_file_path().map(|path| path.into_owned())
+    crate::lsp::documents::file_path(uri)
 }
 
 /// Updates the roots; removed folders leave the index, added ones are indexed.
@@ -26,4 +26,21 @@ pub fn did_change_folders(backend: &Arc<Backend>, params: DidChangeWorkspaceFold
         }
     }
     backend.spawn_sync_workspaces();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::str::FromStr;
+
+    use super::*;
+
+    #[test]
+    fn a_folder_has_one_path_whatever_its_escapes_and_trailing_slash() {
+        let path = |uri: &str| folder_path(&Uri::from_str(uri).unwrap()).unwrap();
+        let plain = path("file:///tmp/my%20proj%20%C3%BC");
+        assert_eq!(plain, Path::new("/tmp/my proj ü"));
+        assert_eq!(path("file:///tmp/my%20proj%20%c3%bc"), plain);
+        assert_eq!(path("file:///tmp/my%20proj%20%C3%BC/"), plain);
+    }
 }

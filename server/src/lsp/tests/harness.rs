@@ -67,6 +67,11 @@ impl Editor {
         self.notify("textDocument/didOpen", json!({ "textDocument": document })).await;
     }
 
+    pub async fn change(&mut self, name: &str, version: i32, changes: Value) {
+        let document = json!({ "uri": uri(name), "version": version });
+        self.notify("textDocument/didChange", json!({ "textDocument": document, "contentChanges": changes })).await;
+    }
+
     pub async fn complete(&mut self, name: &str, line: u32, character: u32) -> i64 {
         let params = json!({
             "textDocument": { "uri": uri(name) },

@@ -1,7 +1,8 @@
-//! The language server against a fake completion service (no model): supersession,
-//! cancellation, every error code an editor can see, settings reaching the jobs, the
+//! The language server against a fake completion service (no model): open documents,
+//! supersession, cancellation, every error code an editor can see, settings reaching the jobs, the
 //! editors' feedback on suggestions, and the places they ask to warm.
 
+mod documents;
 mod errors;
 mod fake_service;
 mod feedback;
