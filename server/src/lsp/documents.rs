@@ -386,42 +386,17 @@ mod tests {
         assert_eq!(docs.snapshot(&uri).unwrap().text.as_str(), "reopened");
     }
 
-    /// The debug lines logged while `run` runs.
-    fn debug_log(run: impl FnOnce()) -> String {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let writer = Arc::clone(&log);
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .with_writer(move || LogWriter(Arc::clone(&writer)))
-            .finish();
-        tracing::subscriber::with_default(subscriber, run);
-        let bytes = crate::sync::lock(&log).clone();
-        String::from_utf8(bytes).unwrap()
-    }
-
-    struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for LogWriter {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            crate::sync::lock(&self.0).extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn a_version_going_back_is_applied_and_logged() {
         let docs = Documents::default();
         let uri: Uri = "file:///w/a.py".parse().unwrap();
         docs.open(uri.clone(), "python".into(), 5, "ab".into());
-        let log = debug_log(|| {
+        let captured = crate::lsp::tests::captured_log::CapturedLog::default();
+        tracing::subscriber::with_default(captured.subscriber(), || {
             docs.change(&uri, 6, &[edit(pos(0, 2), pos(0, 2), "c")]).unwrap();
             docs.change(&uri, 3, &[edit(pos(0, 3), pos(0, 3), "d")]).unwrap();
         });
+        let log = captured.text();
         assert_eq!(docs.snapshot(&uri).unwrap().text.as_str(), "abcd");
         assert_eq!(log.lines().count(), 1, "{log}");
         assert!(log.contains("from version 6 to 3"), "{log}");

@@ -2,36 +2,15 @@
 //! verdict; the verdict reaches the service with the suggestion's text, and feedback on an
 //! unknown, expired or settled suggestion is ignored with a debug log line.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::captured_log::CapturedLog;
 use super::fake_service::{FakeService, Step};
 use super::harness::Editor;
 use crate::completion::feedback::Verdict;
 use crate::lsp::suggestions::{ITEM_COMMAND, METHOD};
-
-/// Log lines written while it is installed on this thread (the tests run the server on it).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
 
 /// The id the answer's item carries, checking the item's command.
 fn item_id(answer: &Value) -> u64 {
@@ -57,14 +36,8 @@ async fn report(editor: &mut Editor, service: &FakeService, report: Value, verdi
 
 #[tokio::test]
 async fn verdicts_reach_the_service_and_bad_reports_are_logged() {
-    let log = Captured::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _installed = tracing::subscriber::set_default(subscriber);
+    let log = CapturedLog::default();
+    let _installed = tracing::subscriber::set_default(log.subscriber());
 
     let service = Arc::new(FakeService::with_script([Step::Answer("x = 1\ny = 2\n"), Step::Answer("pass")]));
     let mut editor = Editor::start(Arc::clone(&service)).await;
