@@ -5,7 +5,7 @@
 //! [`Snapshot`] of exactly the state it was asked about. Texts are shared with snapshots through
 //! `Arc`, so an edit copies a buffer only while a completion still reads the old version.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -169,7 +169,14 @@ struct Document {
 #[derive(Debug, Default)]
 pub struct Documents {
     open: Mutex<HashMap<Uri, Document>>,
+    /// Documents changed while not open whose first such change was reported (see
+    /// [`Documents::first_change_while_closed`]).
+    reported_closed: Mutex<HashSet<Uri>>,
 }
+
+/// Most documents remembered as reported changed while not open; past it the record starts
+/// over (a client that keeps editing unopened documents hears of each again).
+const REPORTED_CLOSED_LIMIT: usize = 1024;
 
 impl Documents {
     fn lock(&self) -> MutexGuard<'_, HashMap<Uri, Document>> {
@@ -180,8 +187,20 @@ impl Documents {
 
     /// Opens (or reopens) a document with its full text.
     pub fn open(&self, uri: Uri, language_id: String, version: i32, text: String) {
+        crate::sync::lock(&self.reported_closed).remove(&uri);
         let document = Document { version, language_id, text: Arc::new(text), out_of_sync: false };
         self.lock().insert(uri, document);
+    }
+
+    /// Whether a change to `uri`, which is not open, is the first since it was last opened: the
+    /// one to report, so that an editor that edits a document it never opened hears of it once
+    /// rather than at every keystroke.
+    pub fn first_change_while_closed(&self, uri: &Uri) -> bool {
+        let mut reported = crate::sync::lock(&self.reported_closed);
+        if reported.len() >= REPORTED_CLOSED_LIMIT {
+            reported.clear();
+        }
+        reported.insert(uri.clone())
     }
 
     /// Applies the changes of one `didChange` in order. A change that does not apply marks the

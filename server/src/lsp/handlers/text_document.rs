@@ -22,6 +22,9 @@ pub fn did_change(backend: &Backend, params: DidChangeTextDocumentParams) {
         Err(DocumentError::OutOfSync(_)) => {
             tracing::debug!("{}: change skipped, the document is out of sync", uri.as_str());
         }
+        Err(DocumentError::Unknown(_)) if !backend.documents.first_change_while_closed(&uri) => {
+            tracing::debug!("{}: change skipped, the document is not open", uri.as_str());
+        }
         Err(err) => backend.notify_user(MessageType::WARNING, format!("copilotd: {err}")),
     }
 }

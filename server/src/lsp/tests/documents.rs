@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::fake_service::{FakeService, Step};
-use super::harness::Editor;
+use super::harness::{uri, Editor};
 
 /// An insertion at `line`, `character`.
 fn insert(line: u32, character: u32, text: &str) -> Value {
@@ -36,6 +36,25 @@ async fn an_out_of_sync_document_is_reported_once_until_replaced() {
     for _ in 0..2 {
         let warning = editor.notification("window/showMessage").await;
         assert!(warning["message"].as_str().unwrap().contains("change range is invalid"), "{warning}");
+    }
+}
+
+#[tokio::test]
+async fn changes_to_a_document_that_is_not_open_are_reported_once_until_it_is_opened() {
+    let service = Arc::new(FakeService::with_script([Step::Answer("ok")]));
+    let mut editor = Editor::start(Arc::clone(&service)).await;
+    for version in 1..21 {
+        editor.change("a.py", version, insert(0, 0, "a")).await;
+    }
+    editor.open("a.py", "x = 1\n").await;
+    editor.change("a.py", 2, insert(99, 0, "zzz")).await;
+    editor.notify("textDocument/didClose", json!({ "textDocument": { "uri": uri("a.py") } })).await;
+    editor.change("a.py", 3, insert(0, 0, "a")).await;
+    // Warnings are sent in order: one for the twenty changes, one for the bad change while
+    // open, one for the change after it was closed.
+    for expected in ["is not open", "change range is invalid", "is not open"] {
+        let warning = editor.notification("window/showMessage").await;
+        assert!(warning["message"].as_str().unwrap().contains(expected), "{expected}: {warning}");
     }
 }
 
