@@ -173,7 +173,6 @@ export class Controller implements vscode.Disposable {
   }
 
   private registerProvider(): void {
-    this.providerRegistration?.dispose();
     const provider = new InlineProvider(
       () => this.session,
       (line) => this.log(line),
