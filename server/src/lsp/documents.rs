@@ -96,20 +96,25 @@ pub fn offset_at(text: &str, position: Position) -> Result<usize, PositionError>
 
 /// Byte offset where line `line` starts.
 fn line_start(text: &str, line: u32) -> Result<usize, PositionError> {
+    if line == 0 {
+        return Ok(0);
+    }
     let bytes = text.as_bytes();
     let mut current = 0u32;
-    let mut index = 0usize;
-    while current < line {
-        match bytes[index..].iter().position(|&b| b == b'\n' || b == b'\r') {
-            Some(found) => {
-                index += found;
-                index += if bytes[index] == b'\r' && bytes.get(index + 1) == Some(&b'\n') { 2 } else { 1 };
-                current += 1;
-            }
-            None => return Err(PositionError::LineOutOfRange { line, lines: current as usize + 1 }),
+    // The `\n` of a `\r\n` ends no line of its own.
+    let mut second_half = None;
+    for found in memchr::memchr2_iter(b'\n', b'\r', bytes) {
+        if second_half == Some(found) {
+            continue;
+        }
+        let crlf = bytes[found] == b'\r' && bytes.get(found + 1) == Some(&b'\n');
+        second_half = crlf.then_some(found + 1);
+        current += 1;
+        if current == line {
+            return Ok(found + if crlf { 2 } else { 1 });
         }
     }
-    Ok(index)
+    Err(PositionError::LineOutOfRange { line, lines: current as usize + 1 })
 }
 
 /// The local file a document is the buffer of. Only `file:` URIs name files: an `untitled:`,
@@ -120,12 +125,6 @@ pub fn file_path(uri: &Uri) -> Option<PathBuf> {
         return None;
     }
     uri.to_file_path().map(|path| path.into_owned())
-}
-
-/// Whether a buffer's text may stand for its file in a workspace index. The index skips files
-/// with a NUL byte as binary, so it skips buffers with one too (a buffer is always UTF-8).
-pub fn indexable(text: &str) -> bool {
-    !text.contains('\0')
 }
 
 /// Applies one content change event to `text`.
@@ -246,14 +245,11 @@ impl Documents {
         self.lock().remove(uri).is_some()
     }
 
-    /// Calls `visit` with every open document that stands for a workspace file (in sync, a
-    /// [`file_path`] and [`indexable`] text), holding the store's lock (so no change is applied
-    /// meanwhile).
+    /// Calls `visit` with every open document that stands for a workspace file (in sync, with a
+    /// [`file_path`]), holding the store's lock (so no change is applied meanwhile).
     pub fn for_each(&self, mut visit: impl FnMut(&Uri, &str)) {
         let open = self.lock();
-        let overlays = open
-            .iter()
-            .filter(|(uri, document)| !document.out_of_sync && file_path(uri).is_some() && indexable(&document.text));
+        let overlays = open.iter().filter(|(uri, document)| !document.out_of_sync && file_path(uri).is_some());
         for (uri, document) in overlays {
             visit(uri, &document.text);
         }
@@ -432,13 +428,12 @@ mod tests {
     }
 
     #[test]
-    fn only_in_sync_indexable_files_overlay_the_workspace() {
+    fn only_in_sync_file_documents_overlay_the_workspace() {
         let docs = Documents::default();
         let open = |uri: &str, text: &str| docs.open(uri.parse().unwrap(), "python".into(), 1, text.into());
         open("file:///ws/a.py", "a = 1\n");
         open("untitled:/ws/b.py", "b = 1\n");
         open("git:/ws/c.py?ref", "c = 1\n");
-        open("file:///ws/d.py", "d = '\0'\n");
         open("file:///ws/e.py", "e = 1\n");
         docs.change(&"file:///ws/e.py".parse().unwrap(), 2, &[edit(pos(9, 0), pos(9, 0), "x")]).unwrap_err();
         let mut visited = Vec::new();

@@ -26,7 +26,7 @@ use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
 use super::index::{build, save_store, tokenize_files, IndexSummary};
-use super::walk::{relative_key, walk, WalkConfig, WalkedFile};
+use super::walk::{relative_key, unindexable, walk, WalkConfig, WalkedFile};
 use super::Tokenize;
 use crate::sync::{lock, read, write};
 
@@ -80,6 +80,8 @@ pub struct LiveWorkspace {
     tx: mpsc::Sender<Msg>,
     cancel: Arc<AtomicBool>,
     worker: Option<JoinHandle<()>>,
+    /// The walk's size cap, which buffers meet too.
+    max_file_size: u64,
 }
 
 impl LiveWorkspace {
@@ -108,6 +110,7 @@ impl LiveWorkspace {
         let store = SharedStore::default();
         let state = Arc::new(Mutex::new(IndexState::Indexing { done: 0, total: 0 }));
         let cancel = Arc::new(AtomicBool::new(false));
+        let max_file_size = config.max_file_size;
         let worker = Worker {
             root: root.clone(),
             config,
@@ -127,7 +130,7 @@ impl LiveWorkspace {
             .name("copilotd-workspace".into())
             .spawn(move || worker.run(rx))
             .context("cannot start the workspace thread")?;
-        Ok(Self { root, store, state, tx, cancel, worker: Some(worker) })
+        Ok(Self { root, store, state, tx, cancel, worker: Some(worker), max_file_size })
     }
 
     /// The canonical workspace root.
@@ -155,10 +158,13 @@ impl LiveWorkspace {
 
     /// Makes the store see an open buffer's text instead of the file on disk
     /// (applied after the debounce). Buffers of files that the walk does not
-    /// admit (ignored, wrong language, not saved yet, too large) are left
-    /// out. Returns false when the path is not in this workspace.
+    /// admit (ignored, wrong language, not saved yet) are left out; a buffer
+    /// the walk would not read (too large, binary) stands aside for the file
+    /// on disk, and is not copied. Returns false when the path is not in this
+    /// workspace.
     pub fn set_overlay(&self, path: &Path, text: &str) -> bool {
-        self.send_overlay(path, Some(text.to_owned()))
+        let indexable = unindexable(text.as_bytes(), self.max_file_size).is_none();
+        self.send_overlay(path, indexable.then_some(text))
     }
 
     /// Ends an overlay: the store goes back to the file on disk.
@@ -166,9 +172,9 @@ impl LiveWorkspace {
         self.send_overlay(path, None)
     }
 
-    fn send_overlay(&self, path: &Path, text: Option<String>) -> bool {
+    fn send_overlay(&self, path: &Path, text: Option<&str>) -> bool {
         match self.key_for(path) {
-            Some(key) => self.tx.send(Msg::Overlay(key, text)).is_ok(),
+            Some(key) => self.tx.send(Msg::Overlay(key, text.map(str::to_owned))).is_ok(),
             None => false,
         }
     }
@@ -447,7 +453,7 @@ impl Worker {
         // Buffers are admitted when their file is.
         let mut updates = Vec::new();
         for (key, text) in buffers {
-            if !found.contains_key(&key) || text.len() as u64 > self.config.max_file_size {
+            if !found.contains_key(&key) {
                 self.overlays.remove(&key);
                 continue;
             }

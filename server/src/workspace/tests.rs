@@ -303,6 +303,25 @@ fn overlays_replace_and_restore_the_disk_version() {
 }
 
 #[test]
+fn buffers_too_large_or_binary_stand_aside_for_the_disk_version() {
+    let live = start_live(|root| write(root, "a.py", b"def on_disk_version(): pass\n"));
+    let ws = &live.ws;
+    let file = ws.root().join("a.py");
+    let too_large = format!("def too_large_buffer(): pass\n{}", "#\n".repeat(DEFAULT_MAX_FILE_SIZE as usize / 2));
+    for buffer in ["def binary_buffer(): '\0'\n", too_large.as_str()] {
+        assert!(ws.set_overlay(&file, "def typed_in_buffer(): pass\n"));
+        ws.sync();
+        assert!(knows(&ws.store().read().unwrap(), "typed_in_bu"));
+        assert!(ws.set_overlay(&file, buffer));
+        ws.sync();
+        let store = ws.store();
+        let store = store.read().unwrap();
+        assert!(knows(&store, "on_disk_ver"), "{}", &buffer[..20]);
+        assert!(!knows(&store, "typed_in_bu") && !knows(&store, "binary_buff") && !knows(&store, "too_large_b"));
+    }
+}
+
+#[test]
 fn a_deleted_workspace_is_dropped_and_picked_up_again() {
     let live = start_live(|root| write(root, "a.py", b"def dropped_now(): pass\n"));
     let ws = &live.ws;

@@ -231,6 +231,18 @@ impl std::fmt::Display for Unreadable {
     }
 }
 
+/// Why a text of an admitted file stays out of the index, if it does: larger than the size
+/// cap, or binary (a NUL byte). The rule for files on disk and for open buffers alike.
+pub fn unindexable(bytes: &[u8], max_file_size: u64) -> Option<Unreadable> {
+    if bytes.len() as u64 > max_file_size {
+        Some(Unreadable::TooLarge)
+    } else if memchr::memchr(0, bytes).is_some() {
+        Some(Unreadable::Binary)
+    } else {
+        None
+    }
+}
+
 /// Reads an admitted file as text, with its stamp taken from the same open
 /// file: the size cap is enforced on what was read (files grow), files with
 /// a NUL byte or invalid UTF-8 are binary.
@@ -240,11 +252,8 @@ pub fn read_text(path: &Path, max_file_size: u64) -> Result<(String, Stamp), Unr
     let metadata = file.metadata().map_err(Unreadable::Io)?;
     let mut bytes = Vec::new();
     file.take(max_file_size + 1).read_to_end(&mut bytes).map_err(Unreadable::Io)?;
-    if bytes.len() as u64 > max_file_size {
-        return Err(Unreadable::TooLarge);
-    }
-    if bytes.contains(&0) {
-        return Err(Unreadable::Binary);
+    if let Some(why) = unindexable(&bytes, max_file_size) {
+        return Err(why);
     }
     let text = String::from_utf8(bytes).map_err(|_| Unreadable::Binary)?;
     Ok((text, stamp_of(&metadata)))

@@ -4,7 +4,7 @@
 use tower_lsp_server::lsp_types::*;
 
 use super::super::backend::Backend;
-use super::super::documents::{file_path, indexable, DocumentError};
+use super::super::documents::{file_path, DocumentError};
 
 pub fn did_open(backend: &Backend, params: DidOpenTextDocumentParams) {
     let document = params.text_document;
@@ -38,15 +38,12 @@ pub fn did_close(backend: &Backend, params: DidCloseTextDocumentParams) {
     }
 }
 
-/// Makes the workspace indexes see a `file:` document's buffer instead of its file on disk, or
-/// the file on disk again while the buffer is binary. Other documents overlay nothing.
+/// Makes the workspace indexes see a `file:` document's buffer instead of its file on disk
+/// (while the buffer is indexable: see [`crate::workspace::LiveWorkspace::set_overlay`]). Other
+/// documents overlay nothing.
 fn overlay(backend: &Backend, uri: &Uri, text: &str) {
     let Some(path) = file_path(uri) else { return };
     for workspace in backend.workspaces() {
-        if indexable(text) {
-            workspace.set_overlay(&path, text);
-        } else {
-            workspace.clear_overlay(&path);
-        }
+        workspace.set_overlay(&path, text);
     }
 }
