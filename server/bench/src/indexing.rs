@@ -6,6 +6,7 @@
 //! is used when `$COPILOTD_MODEL` names a GGUF file.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -95,7 +96,7 @@ fn measure(name: &str, root: &Path, tokenize: &Tokenize) -> Result<()> {
     // One 1,000-line file changes: its text is the first 1,000 lines of the
     // largest file, with a line that differs each round (so every round is a
     // real update, whatever the file holds).
-    let files = walk(root, &config, None)?.files;
+    let files = walk(root, &config, None, &AtomicBool::new(false))?.files;
     let largest = files.iter().max_by_key(|f| f.size).context("empty corpus")?;
     let (text, _) = read_text(&largest.abs, config.max_file_size).map_err(|e| anyhow::anyhow!("{e}"))?;
     let base: String = text.lines().take(1000).map(|l| format!("{l}\n")).collect();

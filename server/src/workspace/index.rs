@@ -77,8 +77,9 @@ pub fn update_workspace_store(
     progress: &dyn Fn(usize, usize),
 ) -> Result<(RepositoryStore, IndexSummary, bool)> {
     let started = Instant::now();
-    let files = walk(root, config, None)?.files;
-    let (store, mut summary, changed) = build(&files, config, tokenize, store_path, progress, &AtomicBool::new(false))?;
+    let never = AtomicBool::new(false);
+    let files = walk(root, config, None, &never)?.files;
+    let (store, mut summary, changed) = build(&files, config, tokenize, store_path, progress, &never)?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok((store, summary, changed || !store_path.exists()))
 }

@@ -316,7 +316,7 @@ impl Worker {
     }
 
     fn initial_index(&mut self) {
-        let result = walk(&self.root, &self.config, None).and_then(|walk| {
+        let result = walk(&self.root, &self.config, None, &self.cancel).and_then(|walk| {
             self.watch(&walk.dirs);
             let progress = |done, total| self.set_state(IndexState::Indexing { done, total });
             build(&walk.files, &self.config, &*self.tokenize, &self.store_path, &progress, &self.cancel)
@@ -357,6 +357,10 @@ impl Worker {
     fn watch(&mut self, dirs: &[PathBuf]) -> Vec<PathBuf> {
         let mut added = Vec::new();
         for dir in dirs {
+            // Stopping: the watches would go with the watcher.
+            if self.cancel.load(Ordering::Relaxed) {
+                break;
+            }
             if self.watched.contains(dir) {
                 continue;
             }
@@ -436,6 +440,7 @@ impl Worker {
         }
         let found = match self.walk_and_watch(&targets) {
             Ok(found) => found,
+            Err(_) if self.cancel.load(Ordering::Relaxed) => return,
             Err(err) => {
                 tracing::warn!("cannot walk {}: {err:#}", self.root.display());
                 return;
@@ -522,11 +527,11 @@ impl Worker {
     /// once more, so files created before their watch existed are not missed.
     fn walk_and_watch(&mut self, targets: &[PathBuf]) -> Result<HashMap<String, WalkedFile>> {
         let whole = targets.first().is_some_and(|t| *t == self.root);
-        let first = walk(&self.root, &self.config, (!whole).then_some(targets))?;
+        let first = walk(&self.root, &self.config, (!whole).then_some(targets), &self.cancel)?;
         let added = self.watch(&first.dirs);
         let mut found: HashMap<String, WalkedFile> = first.files.into_iter().map(|f| (f.rel.clone(), f)).collect();
         if !added.is_empty() {
-            let again = walk(&self.root, &self.config, Some(&added))?;
+            let again = walk(&self.root, &self.config, Some(&added), &self.cancel)?;
             found.extend(again.files.into_iter().map(|f| (f.rel.clone(), f)));
         }
         Ok(found)

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,9 @@ use copilotd_draft::repo_store::RepositoryStore;
 use copilotd_draft::retrieval::QueryOptions;
 
 use super::*;
+
+/// A cancel flag that is never set.
+static NEVER: AtomicBool = AtomicBool::new(false);
 
 fn bytes(text: &str) -> Result<Vec<u32>> {
     Ok(text.bytes().map(u32::from).collect())
@@ -31,6 +35,14 @@ fn knows(store: &RepositoryStore, text: &str) -> bool {
     let context = bytes(text).unwrap();
     let opts = QueryOptions { max_suffix: context.len(), min_suffix: context.len(), ..QueryOptions::default() };
     store.query(&context, &opts).is_some()
+}
+
+#[test]
+fn a_cancelled_walk_fails_rather_than_miss_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.py", b"x = 1\n");
+    let err = walk(dir.path(), &WalkConfig::default(), None, &AtomicBool::new(true)).unwrap_err();
+    assert!(format!("{err:#}").contains("cancelled"), "{err:#}");
 }
 
 #[test]
@@ -60,7 +72,7 @@ fn walk_applies_ignore_rules_secrets_languages_and_size() {
     let mut config = WalkConfig::new(&[], &["vendor/".to_owned()]).unwrap();
     config.max_file_size = 1000;
     config.extensions.insert("pem".into());
-    let walked = walk(root, &config, None).unwrap();
+    let walked = walk(root, &config, None, &NEVER).unwrap();
     assert_eq!(keys(&walked.files), ["README.md", "a.py", "src/b.rs", "sub/keep.py"]);
     let file = &walked.files[1];
     assert_eq!(file.abs, root.join("a.py"));
@@ -68,16 +80,20 @@ fn walk_applies_ignore_rules_secrets_languages_and_size() {
     assert_eq!(file.stamp.0[0], 6);
 
     config.exclude_secrets = false;
-    let walked = walk(root, &config, None).unwrap();
+    let walked = walk(root, &config, None, &NEVER).unwrap();
     assert!(keys(&walked.files).contains(&"server.pem"));
     assert!(keys(&walked.files).contains(&"keys/id_rsa.txt"));
 
     let python = WalkConfig::new(&["Python".to_owned()], &[]).unwrap();
-    assert_eq!(keys(&walk(root, &python, None).unwrap().files), ["a.py", "big.py", "sub/keep.py", "vendor/v.py"]);
+    assert_eq!(
+        keys(&walk(root, &python, None, &NEVER).unwrap().files),
+        ["a.py", "big.py", "sub/keep.py", "vendor/v.py"]
+    );
     assert!(WalkConfig::new(&["cobol".to_owned()], &[]).is_err());
 
     // A targeted walk only visits what is on the way to the targets.
-    let targeted = walk(root, &WalkConfig::default(), Some(&[root.join("sub"), root.join("build/d.py")])).unwrap();
+    let targeted =
+        walk(root, &WalkConfig::default(), Some(&[root.join("sub"), root.join("build/d.py")]), &NEVER).unwrap();
     assert_eq!(keys(&targeted.files), ["sub/keep.py"]);
 }
 
@@ -436,7 +452,7 @@ fn a_walk_with_many_targets_visits_exactly_them() {
     let mut targets: Vec<PathBuf> =
         (0..10).flat_map(|d| (0..300).step_by(3).map(move |f| root.join(format!("d{d}/f{f}.py")))).collect();
     targets.extend([root.join("d7"), root.join("deep/er"), root.join("d1/gone.py")]);
-    let walked = walk(root, &WalkConfig::default(), Some(&targets)).unwrap();
+    let walked = walk(root, &WalkConfig::default(), Some(&targets), &NEVER).unwrap();
     let mut expected: Vec<String> = (0..10)
         .flat_map(|d| (0..300).filter(move |f| d == 7 || f % 3 == 0).map(move |f| format!("d{d}/f{f}.py")))
         .collect();

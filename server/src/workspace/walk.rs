@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::UNIX_EPOCH;
 
 use anyhow::{bail, Context, Result};
@@ -127,8 +128,9 @@ pub struct Walk {
 }
 
 /// Walks `root`, or only the parts of it on the way to or inside `targets`
-/// (absolute paths under `root`) when given.
-pub fn walk(root: &Path, config: &WalkConfig, targets: Option<&[PathBuf]>) -> Result<Walk> {
+/// (absolute paths under `root`) when given. Fails once `cancel` is set: a
+/// partial walk would stand for deleted files.
+pub fn walk(root: &Path, config: &WalkConfig, targets: Option<&[PathBuf]>, cancel: &AtomicBool) -> Result<Walk> {
     let exclusions = config.exclusions(root)?;
     let mut builder = WalkBuilder::new(root);
     builder.standard_filters(true).require_git(false).follow_links(false).sort_by_file_path(|a, b| a.cmp(b));
@@ -143,6 +145,9 @@ pub fn walk(root: &Path, config: &WalkConfig, targets: Option<&[PathBuf]>) -> Re
     });
     let mut out = Walk::default();
     for entry in builder.build() {
+        if cancel.load(Ordering::Relaxed) {
+            bail!("the walk of {} was cancelled", root.display());
+        }
         let entry = match entry {
             Ok(entry) => entry,
             Err(err) => {
