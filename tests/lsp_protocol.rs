@@ -172,20 +172,20 @@ fn unknown_methods_uris_and_bad_params_are_errors() {
 }
 
 #[test]
-fn positions_past_the_end_or_inside_a_surrogate_pair_are_invalid_params() {
+fn positions_past_the_last_line_or_inside_a_surrogate_pair_are_invalid_params() {
     let mut harness = start(None, no_model());
     let client = &mut harness.client;
     let uri = "file:///tmp/copilotd-test/emoji.py";
     open(client, uri, "s = '😀'\nx = 1\n");
-    for (line, character, expect) in [(0u32, 6u32, "surrogate"), (0, 99, "out of range"), (9, 0, "out of range")] {
+    for (line, character, expect) in [(0u32, 6u32, "surrogate"), (9, 0, "out of range")] {
         let response =
             client.call("textDocument/inlineCompletion", completion_params(uri, line, character), QUICK).unwrap();
         assert_eq!(error_code(&response), Some(-32602), "({line},{character}): {response}");
         assert!(response["error"]["message"].as_str().unwrap().contains(expect), "{response}");
     }
-    // In range (after the pair, at the end of a line, the empty last line): the position is
-    // accepted and the request fails only for want of a model.
-    for (line, character) in [(0u32, 7u32), (0, 8), (2, 0)] {
+    // In range (after the pair, at the end of a line, past it (which stands for its end), the
+    // empty last line): the position is accepted and the request fails only for want of a model.
+    for (line, character) in [(0u32, 7u32), (0, 8), (0, 99), (2, 0)] {
         let response =
             client.call("textDocument/inlineCompletion", completion_params(uri, line, character), SLOW).unwrap();
         assert_eq!(error_code(&response), Some(-32803), "({line},{character}): {response}");

@@ -42,6 +42,9 @@ pub enum StopReason {
     MaxTokens,
     EndOfText,
     StopRule,
+    /// While healing white space the person typed (the indentation of the cursor's line), the
+    /// model's own choice laid it out otherwise (a dedent, most often): nothing follows it.
+    Indentation,
 }
 
 /// Why a generation produced no text.
@@ -133,6 +136,11 @@ impl Default for DecodeOptions {
 /// from its start. The second kind matters at indentation: a prompt ending in `"\n    "` is
 /// written `"\n   "`, `" return"` by the model, and allowing only tokens that start with
 /// `"\n    "` made it write one space too many.
+///
+/// Blanks the text ends with are all the blanks there: the person typed that indentation (or
+/// that space), so the character after it is not a space or a tab. Without this rule a model
+/// that wanted to dedent wrote `"\n   "`, then the rest of the indentation in a token that
+/// went on with more spaces, and its statement landed three spaces too deep.
 #[derive(Clone, Debug)]
 pub struct Healing {
     pub text: String,
@@ -141,26 +149,46 @@ pub struct Healing {
 }
 
 impl Healing {
-    /// The tokens that may come next while `left` is still to be spelled.
+    /// The tokens that may come next while `left` is still to be spelled (empty: spelled, but
+    /// the next character must not be a blank).
     fn allowed(&self, left: &str) -> Vec<u32> {
-        let agrees = |text: &str| !text.is_empty() && (text.starts_with(left) || left.starts_with(text));
+        let agrees = |text: &str| {
+            !text.is_empty()
+                && (text.strip_prefix(left).is_some_and(|beyond| self.may_follow(beyond))
+                    || (left.starts_with(text) && !left.is_empty()))
+        };
         (0..self.token_texts.len() as u32).filter(|&id| agrees(&self.token_texts[id as usize])).collect()
     }
 
+    /// Whether `beyond`, the text a token adds past the healed text, may follow it.
+    fn may_follow(&self, beyond: &str) -> bool {
+        let ends_blank = self.text.ends_with([' ', '\t']);
+        !(ends_blank && beyond.starts_with([' ', '\t']))
+    }
+
     /// What is left to spell after `token`, which [`Healing::allowed`] allowed for `left`;
-    /// `None` once spelled.
+    /// `None` once spelled and followed by a character of its own, or once spelled when the
+    /// text does not end with a blank.
     fn left_after(&self, left: &str, token: u32) -> Option<String> {
         let text = self.token_texts.get(token as usize).map_or("", String::as_str);
-        left.strip_prefix(text).filter(|rest| !rest.is_empty()).map(str::to_owned)
+        match left.strip_prefix(text) {
+            Some("") if self.text.ends_with([' ', '\t']) && !left.is_empty() => Some(String::new()),
+            Some(rest) if !rest.is_empty() => Some(rest.to_owned()),
+            _ => None,
+        }
     }
 
     /// Keeps only the logits of the tokens that may come next while `left` is still to be
-    /// spelled (all of them when none may: an unusual vocabulary is not healed).
-    fn restrict(&self, logits: &mut [f32], left: &str) {
+    /// spelled (all of them when none may: an unusual vocabulary is not healed). Returns whether
+    /// the model disagrees with the white space typed: only white space is left to spell, and
+    /// the model's own first choice is not allowed.
+    fn restrict(&self, logits: &mut [f32], left: &str) -> bool {
         let allowed = self.allowed(left);
         if allowed.is_empty() {
-            return;
+            return false;
         }
+        let own_choice = verify::argmax(logits);
+        let disagrees = left.trim().is_empty() && !allowed.contains(&own_choice);
         let mut masked = vec![f32::NEG_INFINITY; logits.len()];
         for id in allowed {
             if let Some(&value) = logits.get(id as usize) {
@@ -168,6 +196,7 @@ impl Healing {
             }
         }
         logits.copy_from_slice(&masked);
+        disagrees
     }
 }
 
@@ -374,9 +403,7 @@ impl<M: TreeModel> Session<M> {
 
         let (mut logits, reused) = self.prefill(prompt)?;
         let healing = options.healing.as_ref().filter(|h| !h.text.is_empty());
-        if let Some(healing) = healing {
-            healing.restrict(&mut logits, &healing.text);
-        }
+        let mut disagrees = healing.is_some_and(|healing| healing.restrict(&mut logits, &healing.text));
         stats.reused_tokens = reused;
         stats.prefill_ms = ms_since(started);
         let decode_started = Instant::now();
@@ -408,6 +435,9 @@ impl<M: TreeModel> Session<M> {
 
         // Each iteration: `pending` is chosen but not yet in the cache.
         let stop_reason = 'steps: loop {
+            if disagrees {
+                break StopReason::Indentation;
+            }
             if let Some(reason) = emit(pending, &mut output, &mut context) {
                 break reason;
             }
@@ -436,7 +466,7 @@ impl<M: TreeModel> Session<M> {
             stats.passes.push((tree.len(), self.model.cache_len()));
             let mut logits = self.model.forward_tree(&tree.tokens, &tree.parents).map_err(DecodeError::Model)?;
             if let (Some(healing), Some(left)) = (healing, &healing_left) {
-                healing.restrict(&mut logits[..vocab], left);
+                disagrees = healing.restrict(&mut logits[..vocab], left);
             }
             stats.forward_steps += 1;
             stats.tree_nodes += tree.len();
@@ -503,13 +533,33 @@ mod tests {
 
     #[test]
     fn healing_allows_tokens_that_spell_the_text_or_a_part_of_it_from_its_start() {
-        let texts = ["\n", "\n   ", "\n    ", "\n     return", " return", "", "\t"];
+        let texts = ["\n", "\n   ", "\n    ", "\n    return", " return", "", "\t", "return", "\n     return"];
         let healing = Healing { text: "\n    ".into(), token_texts: texts.iter().map(|t| t.to_string()).collect() };
         assert_eq!(healing.allowed("\n    "), [0, 1, 2, 3]);
         assert_eq!(healing.left_after("\n    ", 1).as_deref(), Some(" "));
         assert_eq!(healing.left_after("\n    ", 0).as_deref(), Some("    "));
-        assert_eq!(healing.left_after("\n    ", 2), None);
         assert_eq!(healing.left_after("\n    ", 3), None);
         assert_eq!(healing.allowed(" "), [4], "the rest of the indentation, then the statement");
+        assert_eq!(healing.left_after(" ", 4), None);
+    }
+
+    #[test]
+    fn healed_blanks_are_all_the_blanks_before_the_next_character() {
+        let texts = ["\n    ", "\n     return", "    ", "     ", " return", "  return", "return", "\n", "\t"];
+        let healing = Healing { text: "\n    ".into(), token_texts: texts.iter().map(|t| t.to_string()).collect() };
+        // Not a token that indents deeper than the text.
+        assert_eq!(healing.allowed("\n    "), [0, 7]);
+        // Spelled exactly: one more step, whose token starts with no blank (a line break may).
+        assert_eq!(healing.left_after("\n    ", 0).as_deref(), Some(""));
+        assert_eq!(healing.allowed(""), [0, 1, 6, 7]);
+        assert_eq!(healing.left_after("", 6), None);
+        // The rest of the indentation: no token that adds blanks after it.
+        assert_eq!(healing.allowed("    "), [2]);
+        assert_eq!(healing.left_after("    ", 2).as_deref(), Some(""));
+        assert_eq!(healing.allowed(" "), [4], "its last blank and a word, not more blanks");
+        // A text that ends with no blank sets no rule after it.
+        let word = Healing { text: "re".into(), token_texts: healing.token_texts.clone() };
+        assert_eq!(word.allowed("re"), [6]);
+        assert_eq!(word.left_after("re", 6), None);
     }
 }

@@ -148,6 +148,7 @@ impl CompletionStats {
                 StopReason::MaxTokens => "max_tokens",
                 StopReason::EndOfText => "end_of_text",
                 StopReason::StopRule => "stop_rule",
+                StopReason::Indentation => "indentation",
             },
         }
     }

@@ -60,9 +60,9 @@ impl Default for Sampling {
     }
 }
 
-/// A temperature: a finite number >= 0.
+/// A temperature: a number >= 0, finite also as the `f32` it is used as.
 pub fn temperature(value: f64) -> Result<f32, String> {
-    if value.is_finite() && value >= 0.0 {
+    if (value as f32).is_finite() && value >= 0.0 {
         Ok(value as f32)
     } else {
         Err(format!("temperature must be a number >= 0 (0: greedy), got {value}"))
@@ -124,6 +124,7 @@ mod tests {
         assert_eq!(parse_temperature("0"), Ok(0.0));
         assert!(parse_temperature("-0.1").unwrap_err().contains("temperature must be a number >= 0"));
         assert!(parse_temperature("inf").is_err() && parse_temperature("NaN").is_err());
+        assert!(parse_temperature("1e39").is_err(), "finite as f64, infinite as f32");
         assert!(parse_temperature("warm").unwrap_err().contains("got 'warm'"));
         assert_eq!(parse_top_p("1"), Ok(1.0));
         for bad in ["0", "1.01", "-0.5", "NaN"] {

@@ -193,14 +193,17 @@ impl StopRules {
     }
 
     /// Byte offset in `generated` of the first line that starts with non-blank text indented
-    /// less than the block's first line, or, after a statement begun on the cursor's line (a
+    /// less than the block's first line (or than the indentation typed on the cursor's line when
+    /// that is all it has), or, after a statement begun on the cursor's line (a
     /// definition, or a block or brackets the completion opens there), no more than that
     /// line (a line that starts with a closing bracket still belongs to the statement: a wrapped
     /// signature's `) -> int:`, the `}` that closes its body, `} else {`), or the first line
     /// after a jump (see [`jumps_away`]) indented as much as the jump.
     fn block_exit(&self, generated: &str) -> Option<usize> {
         let mut statement = self.definition_indent();
-        let mut block_indent: Option<usize> = None;
+        // Indentation typed on a line of its own is the block's: the person put the cursor there.
+        let typed_indent = !self.line_prefix.is_empty() && self.line_prefix.trim().is_empty();
+        let mut block_indent = typed_indent.then_some(self.line_prefix.len());
         // The indentation of the last jump while the lines after it go on its statement.
         let mut jump_indent: Option<usize> = None;
         for BufferLine { index, start, generated: line, full } in self.buffer_lines(generated) {
@@ -412,6 +415,15 @@ mod tests {
         assert_eq!(rules.apply(text), ("return x + 1", true));
         // Still inside the block: keep going.
         assert_eq!(rules.apply("if x:\n        y = 1\n    z"), ("if x:\n        y = 1\n    z", false));
+    }
+
+    #[test]
+    fn indentation_typed_on_the_cursors_line_is_the_blocks() {
+        let rules = StopRules::new("        ", PY);
+        assert_eq!(rules.apply("\n    return s\n"), ("", true), "a dedent below the typed indentation");
+        assert_eq!(rules.apply("\n\n    return data"), ("", true));
+        assert_eq!(rules.apply("s += 1\n        t += 1\n    return s"), ("s += 1\n        t += 1", true));
+        assert_eq!(rules.apply("\n        t += 1\n"), ("\n        t += 1\n", false), "the same block goes on");
     }
 
     #[test]

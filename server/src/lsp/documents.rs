@@ -18,8 +18,6 @@ use tower_lsp_server::UriExt;
 pub enum PositionError {
     /// The line is past the last line of the document.
     LineOutOfRange { line: u32, lines: usize },
-    /// The character is past the end of its line (in UTF-16 code units).
-    CharacterOutOfRange { line: u32, character: u32, length: usize },
     /// The character points between the two halves of a UTF-16 surrogate pair.
     InsideSurrogatePair { line: u32, character: u32 },
 }
@@ -29,9 +27,6 @@ impl fmt::Display for PositionError {
         match self {
             Self::LineOutOfRange { line, lines } => {
                 write!(f, "line {line} is out of range: the document has {lines} lines")
-            }
-            Self::CharacterOutOfRange { line, character, length } => {
-                write!(f, "character {character} is out of range: line {line} has {length} UTF-16 code units")
             }
             Self::InsideSurrogatePair { line, character } => {
                 write!(f, "character {character} of line {line} points inside a UTF-16 surrogate pair")
@@ -71,7 +66,8 @@ impl fmt::Display for DocumentError {
 impl std::error::Error for DocumentError {}
 
 /// Byte offset in `text` of an LSP position. Lines end at `\n`, `\r\n` or `\r`; characters count
-/// UTF-16 code units. A position may sit at the end of a line but not past it.
+/// UTF-16 code units. A character past the end of its line stands for the line's end, as the LSP
+/// specification says; a line past the last one is an error.
 pub fn offset_at(text: &str, position: Position) -> Result<usize, PositionError> {
     let start = line_start(text, position.line)?;
     let rest = &text[start..];
@@ -87,11 +83,7 @@ pub fn offset_at(text: &str, position: Position) -> Result<usize, PositionError>
             return Err(PositionError::InsideSurrogatePair { line: position.line, character: position.character });
         }
     }
-    if units == wanted {
-        Ok(start + line_end)
-    } else {
-        Err(PositionError::CharacterOutOfRange { line: position.line, character: position.character, length: units })
-    }
+    Ok(start + line_end)
 }
 
 /// Byte offset where line `line` starts.
@@ -307,12 +299,10 @@ mod tests {
     }
 
     #[test]
-    fn out_of_range_is_an_error() {
+    fn a_line_out_of_range_is_an_error_a_character_past_the_line_its_end() {
         let text = "ab\ncd";
-        assert_eq!(
-            offset_at(text, pos(0, 3)),
-            Err(PositionError::CharacterOutOfRange { line: 0, character: 3, length: 2 })
-        );
+        assert_eq!(offset_at(text, pos(0, 3)), Ok(2));
+        assert_eq!(offset_at(text, pos(1, 99)), Ok(5));
         assert_eq!(offset_at(text, pos(2, 0)), Err(PositionError::LineOutOfRange { line: 2, lines: 2 }));
         assert_eq!(offset_at("", pos(0, 0)), Ok(0));
         assert_eq!(offset_at("a\n", pos(1, 0)), Ok(2));
@@ -326,10 +316,7 @@ mod tests {
         assert_eq!(offset_at(text, pos(3, 0)), Ok(7));
         // The end of a line is before its terminator, even a two-byte one.
         assert_eq!(offset_at(text, pos(0, 1)), Ok(1));
-        assert_eq!(
-            offset_at(text, pos(0, 2)),
-            Err(PositionError::CharacterOutOfRange { line: 0, character: 2, length: 1 })
-        );
+        assert_eq!(offset_at(text, pos(0, 2)), Ok(1));
     }
 
     #[test]
@@ -368,7 +355,7 @@ mod tests {
         let docs = Documents::default();
         let uri: Uri = "file:///w/a.py".parse().unwrap();
         docs.open(uri.clone(), "python".into(), 1, "abc".into());
-        let bad = docs.change(&uri, 2, &[edit(pos(0, 9), pos(0, 9), "x")]);
+        let bad = docs.change(&uri, 2, &[edit(pos(3, 0), pos(3, 0), "x")]);
         assert!(matches!(bad, Err(DocumentError::BadRange(_))));
         assert!(matches!(docs.snapshot(&uri), Err(DocumentError::OutOfSync(_))));
         let later = docs.change(&uri, 3, &[edit(pos(0, 0), pos(0, 0), "x")]);
