@@ -409,9 +409,12 @@ impl Completer {
         }
         let healing = (!prompt.healed.is_empty()).then(|| self.healing(&prompt.healed));
         let line_start = text[..request.cursor].rfind('\n').map_or(0, |i| i + 1);
-        let rules = StopRules::new(&text[line_start..request.cursor], BlockSyntax::for_path(request.path))
+        let mut rules = StopRules::new(&text[line_start..request.cursor], BlockSyntax::for_path(request.path))
             .with_unseen_rest(unseen_rest)
             .with_unseen_lines(unseen_lines);
+        if rest_of_line(text, request.cursor).trim().is_empty() {
+            rules = rules.with_line_ending_at_cursor();
+        }
 
         let options = DecodeOptions {
             max_new_tokens: request.max_tokens.max(1),
@@ -463,7 +466,7 @@ impl Completer {
             self.sources.save_acceptance(strategy);
         }
         let decoded = decode_whole_characters(&self.tokenizer, &generation.tokens)?;
-        let text = rules.apply_to_end(after_cursor(&decoded, &healed)).to_string();
+        let text = final_text(&rules, after_cursor(&decoded, &healed), generation.stop).to_string();
         let stats =
             CompletionStats::new(request.strategy, &generation.stats, generation.stop, self.cost_model.as_ref());
         self.recent.push_back(stats.clone());
@@ -608,6 +611,18 @@ fn after_cursor<'a>(generated: &'a str, healed: &str) -> &'a str {
 /// ([`Completer::complete_following`]).
 pub const LINES_SO_FAR: &str = "lines_so_far";
 
+/// The suggestion a generation that ended for `stop` gives. One cut off by its token limit
+/// ends in an unfinished line (`    def set_x_`), left out when whole lines come before it.
+fn final_text<'a>(rules: &StopRules, generated: &'a str, stop: StopReason) -> &'a str {
+    if stop != StopReason::MaxTokens {
+        return rules.apply_to_end(generated);
+    }
+    match rules.apply(generated) {
+        (kept, true) => kept,
+        (kept, false) => whole_lines(kept).unwrap_or(kept),
+    }
+}
+
 /// The lines of a suggestion so far (`kept`, cut by the stop rules) that more tokens can no
 /// longer change: all before its last line break, without trailing white space (a line ending
 /// there may lose it); `None` while they hold nothing but white space. Every later text of the
@@ -619,7 +634,8 @@ fn whole_lines(kept: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{after_cursor, whole_lines};
+    use super::stop::{BlockSyntax, StopRules};
+    use super::{after_cursor, final_text, whole_lines, StopReason};
 
     #[test]
     fn the_text_after_the_cursor_starts_once_the_healed_text_is_restored() {
@@ -627,6 +643,17 @@ mod tests {
         assert_eq!(after_cursor("\n   ", "\n    "), "", "a part of the healed text is nothing after the cursor");
         assert_eq!(after_cursor("\n    ", "\n    "), "");
         assert_eq!(after_cursor("x = 1", ""), "x = 1");
+    }
+
+    #[test]
+    fn a_suggestion_cut_off_by_its_token_limit_leaves_out_its_unfinished_line() {
+        let rules = StopRules::new("    ", BlockSyntax::Indentation);
+        let cut_off = "x = 1\n    y = compu";
+        assert_eq!(final_text(&rules, cut_off, StopReason::MaxTokens), "x = 1");
+        assert_eq!(final_text(&rules, cut_off, StopReason::EndOfText), cut_off, "the model ended it there");
+        assert_eq!(final_text(&rules, "return self.ite", StopReason::MaxTokens), "return self.ite", "one line");
+        let past_the_block = "x = 1\n    y = 2\nz = compu";
+        assert_eq!(final_text(&rules, past_the_block, StopReason::MaxTokens), "x = 1\n    y = 2", "cut by a rule");
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! than the block's first line). Languages other than Python also end it at the closing bracket
 //! that closes the cursor's block (`}`, `)` or `]` with no opening partner in the completion, outside
 //! strings and comments): the completion stops before it, so the editor's own closing bracket
-//! (or the person's) closes it. Python's indentation is its syntax: there a block ends only at
+//! (or the person's) closes it. With nothing after the cursor on its line there is no such
+//! bracket: brackets the line opened before the cursor are the completion's to close. Prose
+//! (Markdown, plain text) has no bracket rule. Python's indentation is its syntax: there a block ends only at
 //! a dedent. Where the person has begun a definition on the cursor's line (`def `, `class `,
 //! `function `, `pub fn `, …), the completion is that definition: it also ends before the next line
 //! as little indented as the definition's own. The same holds for any statement the person has
@@ -29,14 +31,23 @@ pub enum BlockSyntax {
     /// Indentation and brackets. `lifetimes`: a `'` is a character literal or a lifetime
     /// (Rust), not the start of a string.
     Brackets { lifetimes: bool },
+    /// Indentation only, and no statements: prose (Markdown, plain text), where a `)` closes a
+    /// list number (`1) eggs`) and a colon ends a sentence.
+    Prose,
 }
 
+/// Extensions of prose files.
+const PROSE_EXTENSIONS: &[&str] = &["md", "markdown", "txt", "rst", "adoc", "org", "tex"];
+
 impl BlockSyntax {
-    /// The block syntax of a file by its path: Python for `.py`/`.pyi` and for buffers without
-    /// a path or extension, brackets for everything else.
+    /// The block syntax of a file by its path's extension, in any case: Python for `.py`/`.pyi`
+    /// and for buffers without a path or extension, prose for [`PROSE_EXTENSIONS`], brackets
+    /// for everything else.
     pub fn for_path(path: Option<&str>) -> BlockSyntax {
-        match path.and_then(|p| std::path::Path::new(p).extension()).and_then(|e| e.to_str()) {
+        let extension = path.and_then(|p| std::path::Path::new(p).extension()).and_then(|e| e.to_str());
+        match extension.map(str::to_ascii_lowercase).as_deref() {
             None | Some("py" | "pyi") => BlockSyntax::Indentation,
+            Some(ext) if PROSE_EXTENSIONS.contains(&ext) => BlockSyntax::Prose,
             Some(ext) => BlockSyntax::Brackets { lifetimes: ext == "rs" },
         }
     }
@@ -54,6 +65,8 @@ pub struct StopRules {
     /// The first non-blank line after the cursor's line, which the model does not see, without
     /// trailing white space (empty when there is none or the model sees it).
     unseen_next_line: String,
+    /// Whether the cursor's line has nothing after the cursor (seen by the model or not).
+    line_ends_at_cursor: bool,
 }
 
 impl StopRules {
@@ -63,7 +76,16 @@ impl StopRules {
             syntax,
             unseen_rest: String::new(),
             unseen_next_line: String::new(),
+            line_ends_at_cursor: false,
         }
+    }
+
+    /// These rules for a cursor with nothing after it on its line: a closing bracket of one the
+    /// line opened before the cursor is the completion's to write (`console.log(` completed as
+    /// `name);`), since no closing bracket of the editor's follows.
+    pub fn with_line_ending_at_cursor(mut self) -> Self {
+        self.line_ends_at_cursor = true;
+        self
     }
 
     /// These rules for a cursor followed on its line by `rest`, which the model does not see.
@@ -98,8 +120,14 @@ impl StopRules {
     fn cut<'a>(&self, generated: &'a str, ended: bool) -> (&'a str, bool) {
         let dedent = self.block_exit(generated);
         let bracket = match self.syntax {
-            BlockSyntax::Indentation => None,
-            BlockSyntax::Brackets { lifetimes } => unmatched_closer(generated, lifetimes),
+            BlockSyntax::Indentation | BlockSyntax::Prose => None,
+            BlockSyntax::Brackets { lifetimes } => {
+                let mut lexer = Lexer::new(lifetimes);
+                // With nothing after the cursor on its line, no closing bracket of the editor's
+                // follows it: brackets the line leaves open are the completion's to close.
+                let open = if self.line_ends_at_cursor { lexer.open_brackets(&self.line_prefix) } else { 0 };
+                unmatched_closer(generated, lexer, open)
+            }
         };
         let repeat = self.next_line_repeated(generated, ended);
         if let Some(cut) = [dedent, bracket, repeat].into_iter().flatten().min() {
@@ -184,7 +212,12 @@ impl StopRules {
     /// in Python a compound statement's block; a comment opens nothing (`# Steps:`).
     fn opens_block(&self, content: &str) -> bool {
         let code = content.trim_end();
-        if code.starts_with(['#', '*']) || code.starts_with("//") || code.starts_with("/*") || code.starts_with("--") {
+        if self.syntax == BlockSyntax::Prose
+            || code.starts_with(['#', '*'])
+            || code.starts_with("//")
+            || code.starts_with("/*")
+            || code.starts_with("--")
+        {
             return false;
         }
         let compound = || PYTHON_COMPOUND_WORDS.contains(&first_word(code));
@@ -290,9 +323,6 @@ const DEFINITION_WORDS: &[&str] =
 const MODIFIERS: &[&str] =
     &["async", "pub", "pub(crate)", "export", "default", "public", "private", "protected", "static", "abstract"];
 
-/// Byte offset in `generated` of the closing bracket that closes a bracket opened before the
-/// cursor: of its line when only blanks precede it there (a line that closes the block), else
-/// of the bracket itself. Brackets in strings and comments do not count.
 /// Closing brackets and quotes: what an editor pairs with an opening one it inserts.
 const CLOSERS: [char; 6] = [')', ']', '}', '"', '\'', '`'];
 
@@ -308,61 +338,101 @@ fn closes_only_unopened(line: &str, end: &str) -> bool {
     })
 }
 
-fn unmatched_closer(generated: &str, lifetimes: bool) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut line_start = 0;
-    let mut state = Lexed::Code;
-    let mut chars = generated.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        let next = chars.peek().map(|&(_, n)| n);
-        state = match (state, c) {
-            (_, '\n') => {
-                line_start = at + 1;
-                // Strings and line comments end with their line; block comments go on.
-                if state == Lexed::BlockComment {
+/// Byte offset in `generated` of the closing bracket that closes a bracket opened before the
+/// cursor: of its line when only blanks precede it there (a line that closes the block), else
+/// of the bracket itself. Brackets in strings and comments do not count; `open` brackets opened
+/// before the cursor are the completion's to close first.
+fn unmatched_closer(generated: &str, mut lexer: Lexer, mut open: usize) -> Option<usize> {
+    let mut found = None;
+    lexer.brackets(generated, |at, bracket, line_start| {
+        if matches!(bracket, '(' | '[' | '{') {
+            open += 1;
+        } else if open > 0 {
+            open -= 1;
+        } else {
+            let closes_line = generated[line_start..at].trim().is_empty() && line_start > 0;
+            found = Some(if closes_line { line_start } else { at });
+            return true;
+        }
+        false
+    });
+    found
+}
+
+/// Tells brackets in code from those in strings and comments, from one text to the next (the
+/// cursor's line, then the completion).
+#[derive(Clone, Copy, Debug)]
+struct Lexer {
+    state: Lexed,
+    /// A `'` is a character literal or a lifetime (Rust), not the start of a string.
+    lifetimes: bool,
+}
+
+impl Lexer {
+    fn new(lifetimes: bool) -> Self {
+        Lexer { state: Lexed::Code, lifetimes }
+    }
+
+    /// Brackets `text` leaves open (a closing bracket without its opening one in `text`
+    /// closes nothing of it).
+    fn open_brackets(&mut self, text: &str) -> usize {
+        let mut open = 0usize;
+        self.brackets(text, |_, bracket, _| {
+            open = if matches!(bracket, '(' | '[' | '{') { open + 1 } else { open.saturating_sub(1) };
+            false
+        });
+        open
+    }
+
+    /// Calls `found(at, bracket, line_start)` for each bracket of `text` in code (`line_start`:
+    /// the byte offset of its line), until it returns true.
+    fn brackets(&mut self, text: &str, mut found: impl FnMut(usize, char, usize) -> bool) {
+        let mut line_start = 0;
+        let mut chars = text.char_indices().peekable();
+        while let Some((at, c)) = chars.next() {
+            let next = chars.peek().map(|&(_, n)| n);
+            self.state = match (self.state, c) {
+                (state, '\n') => {
+                    line_start = at + 1;
+                    // Strings and line comments end with their line; block comments go on.
+                    if state == Lexed::BlockComment {
+                        state
+                    } else {
+                        Lexed::Code
+                    }
+                }
+                (state @ Lexed::Quoted(_), '\\') => {
+                    chars.next();
                     state
-                } else {
+                }
+                (Lexed::Quoted(quote), c) if c == quote => Lexed::Code,
+                (Lexed::BlockComment, '*') if next == Some('/') => {
+                    chars.next();
                     Lexed::Code
                 }
-            }
-            (Lexed::Quoted(_), '\\') => {
-                chars.next();
-                state
-            }
-            (Lexed::Quoted(quote), c) if c == quote => Lexed::Code,
-            (Lexed::BlockComment, '*') if next == Some('/') => {
-                chars.next();
-                Lexed::Code
-            }
-            (Lexed::Quoted(_) | Lexed::LineComment | Lexed::BlockComment, _) => state,
-            (Lexed::Code, '/') if next == Some('/') => Lexed::LineComment,
-            (Lexed::Code, '/') if next == Some('*') => {
-                chars.next();
-                Lexed::BlockComment
-            }
-            // `#` starts a comment where it starts a word (`# note`), not in `a#b` or `#[attr]`.
-            (Lexed::Code, '#') if next != Some('[') && starts_word(generated, at) => Lexed::LineComment,
-            (Lexed::Code, '\'') if lifetimes => {
-                skip_char_literal(&mut chars);
-                Lexed::Code
-            }
-            (Lexed::Code, '"' | '\'' | '`') => Lexed::Quoted(c),
-            (Lexed::Code, '(' | '[' | '{') => {
-                depth += 1;
-                Lexed::Code
-            }
-            (Lexed::Code, ')' | ']' | '}') => {
-                if depth == 0 {
-                    let closes_line = generated[line_start..at].trim().is_empty() && line_start > 0;
-                    return Some(if closes_line { line_start } else { at });
+                (state @ (Lexed::Quoted(_) | Lexed::LineComment | Lexed::BlockComment), _) => state,
+                (Lexed::Code, '/') if next == Some('/') => Lexed::LineComment,
+                (Lexed::Code, '/') if next == Some('*') => {
+                    chars.next();
+                    Lexed::BlockComment
                 }
-                depth -= 1;
-                Lexed::Code
-            }
-            (Lexed::Code, _) => Lexed::Code,
-        };
+                // `#` starts a comment where it starts a word (`# note`), not in `a#b` or `#[attr]`.
+                (Lexed::Code, '#') if next != Some('[') && starts_word(text, at) => Lexed::LineComment,
+                (Lexed::Code, '\'') if self.lifetimes => {
+                    skip_char_literal(&mut chars);
+                    Lexed::Code
+                }
+                (Lexed::Code, '"' | '\'' | '`') => Lexed::Quoted(c),
+                (Lexed::Code, '(' | '[' | '{' | ')' | ']' | '}') => {
+                    if found(at, c, line_start) {
+                        return;
+                    }
+                    Lexed::Code
+                }
+                (Lexed::Code, _) => Lexed::Code,
+            };
+        }
     }
-    None
 }
 
 /// Where the bracket scanner is.
@@ -415,6 +485,37 @@ mod tests {
         assert_eq!(rules.apply(text), ("return x + 1", true));
         // Still inside the block: keep going.
         assert_eq!(rules.apply("if x:\n        y = 1\n    z"), ("if x:\n        y = 1\n    z", false));
+    }
+
+    #[test]
+    fn a_bracket_the_cursors_line_opened_is_closed_when_nothing_follows_the_cursor() {
+        let js = StopRules::new("  console.log(", C).with_line_ending_at_cursor();
+        assert_eq!(js.apply("`Hello, ${name}!`);\n"), ("`Hello, ${name}!`);\n", false));
+        assert_eq!(
+            js.apply("name);\n  return 1;\n}\n"),
+            ("name);\n  return 1;", true),
+            "the block's closing bracket still ends it"
+        );
+        let rust = StopRules::new("    println!(\"{}\", ", RUST).with_line_ending_at_cursor();
+        assert_eq!(rust.apply("name);\n}"), ("name);", true));
+        // A quote or a comment on the line: its brackets are not code.
+        let quoted = StopRules::new("  printf(\"(%d", C).with_line_ending_at_cursor();
+        assert_eq!(quoted.apply("\\n\", n);\n}"), ("\\n\", n);", true));
+        let commented = StopRules::new("  x = 1; // see f(", C).with_line_ending_at_cursor();
+        assert_eq!(commented.apply("a)\n}"), ("a)", true), "the comment ends with its line");
+        // With the editor's closing bracket after the cursor, the completion stops before its own.
+        let closed = StopRules::new("  console.log(", C);
+        assert_eq!(closed.apply("name);\n"), ("name", true));
+    }
+
+    #[test]
+    fn prose_has_no_brackets_and_no_statements() {
+        let list = StopRules::new("3", BlockSyntax::Prose).with_line_ending_at_cursor();
+        assert_eq!(list.apply(") cheese\n4) bacon\n"), (") cheese\n4) bacon\n", false));
+        let colon = StopRules::new("Steps for the build:", BlockSyntax::Prose);
+        assert_eq!(colon.apply("\nrun make\nthen install\n"), ("\nrun make\nthen install\n", false));
+        let indented = StopRules::new("  - item", BlockSyntax::Prose);
+        assert_eq!(indented.apply(" one\n  - two\nNext part"), (" one\n  - two", true), "a dedent ends it");
     }
 
     #[test]
@@ -614,8 +715,12 @@ mod tests {
     #[test]
     fn syntax_by_path() {
         assert_eq!(BlockSyntax::for_path(Some("a/b.py")), PY);
+        assert_eq!(BlockSyntax::for_path(Some("a/B.PY")), PY);
         assert_eq!(BlockSyntax::for_path(None), PY);
         assert_eq!(BlockSyntax::for_path(Some("src/main.rs")), RUST);
+        for path in ["README.md", "notes.txt", "NOTES.TXT", "doc/index.rst"] {
+            assert_eq!(BlockSyntax::for_path(Some(path)), BlockSyntax::Prose, "{path}");
+        }
         for path in ["a.c", "a.js", "a.ts", "a.go", "a.lua", "a.rb", "a.yaml"] {
             assert_eq!(BlockSyntax::for_path(Some(path)), C, "{path}");
         }
