@@ -14,6 +14,9 @@
 //! (`int main() {`, a method's `(key) {`, `if (x) {`, Python's `for x in xs:`, a call's `(` with
 //! its arguments on lines of their own). A line after a `return` (`raise`, `throw`, `break`,
 //! `continue`) at that statement's own indentation would never run: the completion ends before it.
+//! A completion that begins with a definition on a line where nothing is typed (a blank line in a
+//! class body) is that definition: it ends before the next definition (or decorator) as little
+//! indented, so a suggestion is one method, not the rest of the class.
 //!
 //! A model that does not see the text after the cursor (no fill-in-the-middle) writes a whole
 //! line of its own where the cursor's line goes on: there the completion ends with its first
@@ -191,21 +194,10 @@ impl StopRules {
         })
     }
 
-    /// The indentation of the cursor's line when it begins a definition: a word of
-    /// [`DEFINITION_WORDS`] and a space typed, after any [`MODIFIERS`].
+    /// The indentation of the cursor's line when the person began a definition on it.
     fn definition_indent(&self) -> Option<usize> {
         let typed = self.line_prefix.trim_start_matches([' ', '\t']);
-        let mut rest = typed;
-        while let Some((word, after)) = rest.split_once(char::is_whitespace) {
-            if DEFINITION_WORDS.contains(&word) {
-                return Some(self.line_prefix.len() - typed.len());
-            }
-            if !MODIFIERS.contains(&word) {
-                return None;
-            }
-            rest = after.trim_start();
-        }
-        None
+        begins_definition(typed).then(|| self.line_prefix.len() - typed.len())
     }
 
     /// Whether the line of code `content` (without its indentation) ends by opening brackets, or
@@ -231,9 +223,14 @@ impl StopRules {
     /// definition, or a block or brackets the completion opens there), no more than that
     /// line (a line that starts with a closing bracket still belongs to the statement: a wrapped
     /// signature's `) -> int:`, the `}` that closes its body, `} else {`), or the first line
-    /// after a jump (see [`jumps_away`]) indented as much as the jump.
+    /// after a jump (see [`jumps_away`]) indented as much as the jump, or after a definition the
+    /// completion begins on an empty line, the next definition or decorator indented no more.
     fn block_exit(&self, generated: &str) -> Option<usize> {
         let mut statement = self.definition_indent();
+        // On a cursor's line with nothing typed, until the completion's first line of code
+        // (decorators aside): whether it begins a definition, and its indentation if so.
+        let mut before_code = self.line_prefix.trim().is_empty();
+        let mut definition: Option<usize> = None;
         // Indentation typed on a line of its own is the block's: the person put the cursor there.
         let typed_indent = !self.line_prefix.is_empty() && self.line_prefix.trim().is_empty();
         let mut block_indent = typed_indent.then_some(self.line_prefix.len());
@@ -254,6 +251,14 @@ impl StopRules {
             }
             if index == 0 && !self.line_prefix.trim().is_empty() && self.opens_block(content) {
                 statement = statement.or(Some(indent));
+            }
+            let begins = content.starts_with('@') || begins_definition(content);
+            if definition.is_some_and(|header| indent <= header && begins) {
+                return Some(start);
+            }
+            if before_code && !content.starts_with('@') {
+                before_code = false;
+                definition = begins_definition(content).then_some(indent);
             }
             let closes = content.starts_with([')', ']', '}']);
             if statement.is_some_and(|header| indent <= header && index > 0 && !closes) {
@@ -313,6 +318,22 @@ fn jumps_away(content: &str) -> bool {
     JUMP_WORDS.contains(&word)
         && rest.chars().next().is_none_or(|c| c.is_whitespace() || c == ';' || c == '(')
         && !rest.split(|c| !is_word_char(c)).any(|w| w == "if" || w == "unless")
+}
+
+/// Whether the line of code `code` (without its indentation) begins a definition: a word of
+/// [`DEFINITION_WORDS`] and a space, after any [`MODIFIERS`].
+fn begins_definition(code: &str) -> bool {
+    let mut rest = code;
+    while let Some((word, after)) = rest.split_once(char::is_whitespace) {
+        if DEFINITION_WORDS.contains(&word) {
+            return true;
+        }
+        if !MODIFIERS.contains(&word) {
+            return false;
+        }
+        rest = after.trim_start();
+    }
+    false
 }
 
 /// Words that begin a definition (Python's `def` and `class`, JavaScript's `function`, Rust's
@@ -506,6 +527,22 @@ mod tests {
         // With the editor's closing bracket after the cursor, the completion stops before its own.
         let closed = StopRules::new("  console.log(", C);
         assert_eq!(closed.apply("name);\n"), ("name", true));
+    }
+
+    #[test]
+    fn a_definition_the_completion_begins_on_an_empty_line_ends_before_the_next_one() {
+        let class_body = StopRules::new("    ", PY);
+        let methods = "def get(self):\n        return self.x\n\n    def set(self, x):\n        self.x = x\n";
+        assert_eq!(class_body.apply(methods), ("def get(self):\n        return self.x", true));
+        let decorated = "@property\n    def x(self):\n        return 1\n\n    @x.setter\n    def x(self, v):\n";
+        assert_eq!(class_body.apply(decorated), ("@property\n    def x(self):\n        return 1", true));
+        let module = StopRules::new("", C);
+        let functions = "function a() {\n  return 1;\n}\n\nfunction b() {\n";
+        assert_eq!(module.apply(functions), ("function a() {\n  return 1;\n}", true));
+        // Statements that are not definitions go on as before, also after a definition.
+        assert_eq!(class_body.apply("x = 1\n    y = 2\n"), ("x = 1\n    y = 2\n", false));
+        let nested = "def inner():\n        pass\n    return inner\n";
+        assert_eq!(class_body.apply(nested), (nested, false));
     }
 
     #[test]
