@@ -69,6 +69,12 @@ impl std::error::Error for DocumentError {}
 /// UTF-16 code units. A character past the end of its line stands for the line's end, as the LSP
 /// specification says; a line past the last one is an error.
 pub fn offset_at(text: &str, position: Position) -> Result<usize, PositionError> {
+    place(text, position).map(|(offset, _)| offset)
+}
+
+/// [`offset_at`], with the position it stands for: `position`, its character past the end of
+/// its line brought back to the line's end (what an answer at that place names).
+pub fn place(text: &str, position: Position) -> Result<(usize, Position), PositionError> {
     let start = line_start(text, position.line)?;
     let rest = &text[start..];
     let line_end = rest.find(['\n', '\r']).unwrap_or(rest.len());
@@ -76,14 +82,14 @@ pub fn offset_at(text: &str, position: Position) -> Result<usize, PositionError>
     let wanted = position.character as usize;
     for (index, ch) in rest[..line_end].char_indices() {
         if units == wanted {
-            return Ok(start + index);
+            return Ok((start + index, position));
         }
         units += ch.len_utf16();
         if units > wanted {
             return Err(PositionError::InsideSurrogatePair { line: position.line, character: position.character });
         }
     }
-    Ok(start + line_end)
+    Ok((start + line_end, Position { line: position.line, character: units as u32 }))
 }
 
 /// Byte offset where line `line` starts.
@@ -303,6 +309,8 @@ mod tests {
         let text = "ab\ncd";
         assert_eq!(offset_at(text, pos(0, 3)), Ok(2));
         assert_eq!(offset_at(text, pos(1, 99)), Ok(5));
+        assert_eq!(place(text, pos(1, 99)), Ok((5, pos(1, 2))), "the place named is the line's end");
+        assert_eq!(place("a😀b", pos(0, 3)), Ok((5, pos(0, 3))));
         assert_eq!(offset_at(text, pos(2, 0)), Err(PositionError::LineOutOfRange { line: 2, lines: 2 }));
         assert_eq!(offset_at("", pos(0, 0)), Ok(0));
         assert_eq!(offset_at("a\n", pos(1, 0)), Ok(2));

@@ -6,7 +6,7 @@ use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::lsp_types::*;
 
 use super::super::backend::Backend;
-use super::super::documents::offset_at;
+use super::super::documents::place;
 use super::super::errors::{document_error, service_error};
 use super::super::suggestions::ITEM_COMMAND;
 use crate::completion::Trigger;
@@ -29,7 +29,6 @@ pub fn job(backend: &Backend, config: &Config, uri: &Uri, text: Arc<String>, cur
 }
 
 pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result<Option<InlineCompletionResponse>> {
-    let position = params.text_document_position.position;
     let uri = params.text_document_position.text_document.uri;
     // Everything up to `begin` is synchronous: the snapshot is the state this request was
     // sent after, and the ticket is registered before any later edit can run.
@@ -38,7 +37,8 @@ pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result
     if !config.serves_language(&snapshot.language_id) {
         return Ok(Some(InlineCompletionResponse::Array(Vec::new())));
     }
-    let cursor = offset_at(&snapshot.text, position).map_err(|err| Error::invalid_params(err.to_string()))?;
+    let (cursor, position) = place(&snapshot.text, params.text_document_position.position)
+        .map_err(|err| Error::invalid_params(err.to_string()))?;
     let ticket = backend.in_flight.begin(&uri);
     let trigger = match params.context.trigger_kind {
         InlineCompletionTriggerKind::Automatic => Trigger::Automatic,

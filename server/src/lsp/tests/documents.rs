@@ -74,3 +74,16 @@ async fn documents_that_are_not_files_are_served() {
     assert_eq!(editor.response(id).await["result"][0]["insertText"], "ok");
     assert_eq!(service.jobs()[0].text.as_str(), "x = ");
 }
+
+#[tokio::test]
+async fn a_position_past_the_end_of_its_line_is_answered_at_the_lines_end() {
+    let service = Arc::new(FakeService::with_script([Step::Answer("ok")]));
+    let mut editor = Editor::start(Arc::clone(&service)).await;
+    editor.open("a.py", "x = 1\ny = 2\n").await;
+    let id = editor.complete("a.py", 0, 40).await;
+    let item = &editor.response(id).await["result"][0];
+    assert_eq!(item["insertText"], "ok");
+    let end = json!({ "line": 0, "character": 5 });
+    assert_eq!(item["range"], json!({ "start": end, "end": end }), "{item}");
+    assert_eq!(service.jobs()[0].cursor, 5);
+}
