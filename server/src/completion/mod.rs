@@ -125,9 +125,11 @@ pub struct CompletionStats {
 }
 
 impl CompletionStats {
-    /// The figures of a completion that generated nothing.
+    /// The figures of a completion that generated nothing, stopped [`NOT_GENERATED`] (nothing
+    /// to prompt with, or nothing wanted there).
     pub fn empty(strategy: Strategy) -> Self {
-        CompletionStats::new(strategy, &DecodeStats::default(), StopReason::MaxTokens, None)
+        let stats = CompletionStats::new(strategy, &DecodeStats::default(), StopReason::EndOfText, None);
+        CompletionStats { stop: NOT_GENERATED, ..stats }
     }
 
     fn new(strategy: Strategy, stats: &DecodeStats, stop: StopReason, cost: Option<&CostModel>) -> Self {
@@ -610,6 +612,9 @@ fn after_cursor<'a>(generated: &'a str, healed: &str) -> &'a str {
 /// The stop reason of the whole lines a generation has given so far
 /// ([`Completer::complete_following`]).
 pub const LINES_SO_FAR: &str = "lines_so_far";
+
+/// The stop reason of a completion that generated nothing, since nothing was to be generated.
+pub const NOT_GENERATED: &str = "not_generated";
 
 /// The suggestion a generation that ended for `stop` gives. One cut off by its token limit
 /// ends in an unfinished line (`    def set_x_`), left out when whole lines come before it.
