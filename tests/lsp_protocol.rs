@@ -254,11 +254,11 @@ fn a_thousand_rapid_changes_apply_in_order() {
         assert!(response.get("error").is_some(), "{response}");
         assert_ne!(error_code(&response), Some(-32602), "every position was valid when asked: {response}");
     }
-    // The buffer is exactly the typed text: its end is valid, one past it is not, and the
-    // last pair cannot be split.
+    // The buffer is exactly the typed text: its end is valid, the line after it is not, and
+    // the last pair cannot be split.
     let end = client.call("textDocument/inlineCompletion", completion_params(uri, 0, units), SLOW).unwrap();
     assert_eq!(error_code(&end), Some(-32803), "{end}");
-    let past = client.call("textDocument/inlineCompletion", completion_params(uri, 0, units + 1), QUICK).unwrap();
+    let past = client.call("textDocument/inlineCompletion", completion_params(uri, 1, 0), QUICK).unwrap();
     assert_eq!(error_code(&past), Some(-32602), "{past}");
     let split = client.call("textDocument/inlineCompletion", completion_params(uri, 0, units - 1), QUICK).unwrap();
     assert!(split["error"]["message"].as_str().unwrap().contains("surrogate"), "{split}");

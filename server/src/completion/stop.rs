@@ -6,8 +6,8 @@
 //! strings and comments): the completion stops before it, so the editor's own closing bracket
 //! (or the person's) closes it. With nothing after the cursor on its line there is no such
 //! bracket: brackets the line opened before the cursor are the completion's to close. Prose
-//! (Markdown, plain text) has no bracket rule. Python's indentation is its syntax: there a block ends only at
-//! a dedent. Where the person has begun a definition on the cursor's line (`def `, `class `,
+//! (Markdown, plain text) has no bracket rule. Python's indentation is its syntax: there a block
+//! ends only at a dedent. Where the person has begun a definition on the cursor's line (`def `, `class `,
 //! `function `, `pub fn `, …), the completion is that definition: it also ends before the next line
 //! as little indented as the definition's own. The same holds for any statement the person has
 //! begun on the cursor's line whose block or brackets the completion's first line opens
