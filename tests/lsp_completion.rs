@@ -374,11 +374,16 @@ fn a_suggestions_first_lines_answer_before_it_ends_and_asking_again_gives_the_re
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 
-/// The persisted preference cache of the workspace in `harness`'s private cache directory.
+/// The persisted preference cache of the workspace in `harness`'s private cache directory (of
+/// the one tokenizer used there).
 fn preferences_file(home: &Path) -> std::path::PathBuf {
     let workspaces = home.join("cache/copilotd/workspaces");
     let folder = std::fs::read_dir(&workspaces).unwrap().next().expect("a workspace cache folder").unwrap();
-    folder.path().join("preferences.cache")
+    let files = std::fs::read_dir(folder.path()).unwrap().map(|entry| entry.unwrap().path());
+    files
+        .filter(|path| path.file_name().unwrap().to_str().unwrap().starts_with("preferences-"))
+        .find(|path| path.extension().is_some_and(|ext| ext == "cache"))
+        .expect("a preference cache file")
 }
 
 #[test]

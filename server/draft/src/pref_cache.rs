@@ -18,6 +18,8 @@ use std::collections::HashMap;
 
 mod persist;
 
+pub use persist::LoadError;
+
 /// Settings of the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheConfig {

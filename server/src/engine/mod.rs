@@ -142,9 +142,10 @@ pub trait CompletionService: Send + Sync {
     /// Gives the workspace's repository datastores (one per folder) to the current and all
     /// future models.
     fn set_repositories(&self, repositories: Vec<Repository>) -> BoxFuture<'_, ()>;
-    /// Where the preference cache persists: every model loaded from now on starts from it,
-    /// and it is saved there now and then and by [`CompletionService::save_preferences`].
-    fn set_preferences_file(&self, path: Option<PathBuf>);
+    /// The workspace cache directory where the preference cache persists (a file per
+    /// tokenizer): every model loaded from now on starts from it, and it is saved there now and
+    /// then and by [`CompletionService::save_preferences`].
+    fn set_preferences_dir(&self, dir: Option<PathBuf>);
     /// Saves the preference cache now (at shutdown), stopping a generation that runs on
     /// without a request.
     fn save_preferences(&self) -> BoxFuture<'_, ()>;

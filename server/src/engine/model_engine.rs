@@ -150,7 +150,7 @@ impl Loaded {
         tokio::spawn(async move {
             let completer = Arc::clone(&loaded.completer).lock_owned().await;
             if loaded.still_wanted(&handles) {
-                let _ = generate(Arc::clone(&loaded), completer, job, handles, None).await;
+                let _ = generate(Arc::clone(&loaded), completer, job, handles, false).await;
             } else {
                 loaded.forget_running(handles.id);
             }
@@ -199,7 +199,8 @@ pub struct ModelEngine {
     recent: Arc<Mutex<Recent>>,
     /// The workspace's repository datastores, given to every model loaded.
     repository: Mutex<Vec<Repository>>,
-    /// Where the preference cache persists, and when it was last saved there.
+    /// The workspace cache directory where the preference cache persists, and when it was last
+    /// saved there.
     preferences: Mutex<Option<PathBuf>>,
     preferences_saved: Mutex<Instant>,
     /// Prefilling the prompts of the places editors name (`copilotd/warm`) while the model idles.
@@ -246,8 +247,8 @@ impl ModelEngine {
             let path = crate::model_files::resolve_local(settings.model.as_deref())?;
             let mut completer = Completer::load(&EngineSettings { model: Some(path), ..settings })?;
             completer.set_repositories(repository);
-            if let Some(path) = &preferences {
-                completer.restore_preferences(path);
+            if let Some(dir) = &preferences {
+                completer.restore_preferences(dir);
             }
             let calibration = match (completer.needs_calibration(), completer.use_cached_calibration()) {
                 (false, _) => CalibrationState::Off,
@@ -368,14 +369,14 @@ impl ModelEngine {
         Ok(completion)
     }
 
-    /// The preference file, when it is time to save to it again.
-    fn preferences_due(&self) -> Option<PathBuf> {
-        let path = lock(&self.preferences).clone()?;
+    /// Whether it is time to save the preference cache again.
+    fn preferences_due(&self) -> bool {
         let mut saved = lock(&self.preferences_saved);
-        (saved.elapsed() >= SAVE_PREFERENCES_EVERY).then(|| {
+        let due = lock(&self.preferences).is_some() && saved.elapsed() >= SAVE_PREFERENCES_EVERY;
+        if due {
             *saved = Instant::now();
-            path
-        })
+        }
+        due
     }
 
     /// The answer that the rest of the last suggestion gives `job`, if it gives one, counted as
@@ -449,20 +450,20 @@ impl CompletionService for ModelEngine {
         self.attach_repositories(repositories).boxed()
     }
 
-    fn set_preferences_file(&self, path: Option<PathBuf>) {
-        *lock(&self.preferences) = path;
+    fn set_preferences_dir(&self, dir: Option<PathBuf>) {
+        *lock(&self.preferences) = dir;
     }
 
     fn save_preferences(&self) -> BoxFuture<'_, ()> {
         async move {
-            let (Some(path), Load::Ready(loaded)) = (lock(&self.preferences).clone(), self.state()) else { return };
+            let Load::Ready(loaded) = self.state() else { return };
             // At shutdown nobody waits for a generation that runs on.
             if let Some(running) = lock(&loaded.running).as_ref() {
                 running.handles.stop.cancel(Cancelled::Abandoned);
             }
             let _wanting = loaded.calibration.want();
-            let completer = loaded.completer.lock().await;
-            save_preferences_to(&completer, &path);
+            let mut completer = loaded.completer.lock().await;
+            save_preferences_of(&mut completer);
         }
         .boxed()
     }
@@ -507,23 +508,23 @@ fn generate(
     mut completer: tokio::sync::OwnedMutexGuard<Completer>,
     job: Job,
     handles: RunningHandles,
-    save_preferences: Option<PathBuf>,
+    save_preferences: bool,
 ) -> tokio::task::JoinHandle<Result<Completion, CompletionError>> {
     tokio::task::spawn_blocking(move || {
         let request = job.request();
         let mut lines = |lines: Completion| loaded.remember(&job, &lines);
         let result = completer.complete_following(&request, &handles.stop, &handles.typed, &mut lines);
         loaded.finish_running(handles.id, &job, &result, completer.recent_stats());
-        if let Some(path) = save_preferences {
-            save_preferences_to(&completer, &path);
+        if save_preferences {
+            save_preferences_of(&mut completer);
         }
         result
     })
 }
 
 /// Saves the completer's preference cache, with a warning in the log when it cannot.
-fn save_preferences_to(completer: &Completer, path: &std::path::Path) {
-    if let Err(err) = completer.save_preferences(path) {
+fn save_preferences_of(completer: &mut Completer) {
+    if let Err(err) = completer.save_preferences() {
         tracing::warn!("{err:#}");
     }
 }

@@ -106,7 +106,7 @@ impl CompletionService for FakeService {
         async {}.boxed()
     }
 
-    fn set_preferences_file(&self, _: Option<std::path::PathBuf>) {}
+    fn set_preferences_dir(&self, _: Option<std::path::PathBuf>) {}
 
     fn save_preferences(&self) -> BoxFuture<'_, ()> {
         async {}.boxed()
