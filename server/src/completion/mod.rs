@@ -298,7 +298,7 @@ impl Completer {
     /// before that).
     pub fn save_preferences(&mut self) -> Result<()> {
         match &mut self.preference_file {
-            Some(file) => file.save(&crate::sync::lock(&self.sources.cache)),
+            Some(file) => file.save(&mut crate::sync::lock(&self.sources.cache)),
             None => Ok(()),
         }
     }

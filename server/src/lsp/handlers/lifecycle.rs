@@ -57,6 +57,6 @@ pub fn initialized(backend: &Arc<Backend>) {
 pub async fn shutdown(backend: &Backend) -> Result<()> {
     backend.shut_down.store(true, Ordering::SeqCst);
     backend.stop_workspaces().await;
-    backend.engine.save_preferences().await;
+    backend.engine.save_learned().await;
     Ok(())
 }
