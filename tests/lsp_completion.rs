@@ -458,6 +458,19 @@ fn what_was_learned_is_saved_a_while_after_it_and_when_the_daemon_is_stopped() {
     assert_ne!(std::fs::read(path).unwrap(), saved, "the accepted suggestion is saved at SIGTERM");
 }
 
+#[test]
+fn acceptance_counts_are_kept_after_the_answer_not_before_it() {
+    let model = model_path();
+    let _serial = serial();
+    let (_workspace, mut harness, uri) = inventory_session(&model, 16);
+    let kept = harness.home.path().join("cache/copilotd/acceptance");
+    let files = || std::fs::read_dir(&kept).map_or(0, |files| files.count());
+    assert!(!complete(&mut harness.client, &uri, 28, 8).is_empty());
+    assert_eq!(files(), 0, "no file written before the answer");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+    assert_eq!(files(), 1, "the counts are kept by the end of the session");
+}
+
 /// A buffer the model continues at length (no stop rule fires).
 const ENDLESS: &str = "NUMBERS = {\n    \"one\": 1,\n    \"two\": 2,\n    \"three\": 3,\n    \"four\": 4,\n    \
     \"five\": 5,\n    \"six\": 6,\n    \"seven\": 7,\n    \"eight\": 8,\n    \"nine\": 9,\n    \"ten\": 10,\n    \"";

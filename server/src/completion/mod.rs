@@ -286,7 +286,7 @@ impl Completer {
 
     /// Replaces the preference cache with the one persisted for this tokenizer in the workspace
     /// cache directory `workspace_cache` (see [`PreferenceFile`]), which
-    /// [`Completer::save_preferences`] saves to from now on.
+    /// [`Completer::save_learned`] saves to from now on.
     pub fn restore_preferences(&mut self, workspace_cache: &Path) {
         let config = self.sources.fastcoder.cache;
         let (file, restored) = PreferenceFile::open(workspace_cache, self.tokenizer.fingerprint(), config);
@@ -294,9 +294,11 @@ impl Completer {
         self.preference_file = Some(file);
     }
 
-    /// Persists the preference cache where [`Completer::restore_preferences`] found it (nothing
-    /// before that).
-    pub fn save_preferences(&mut self) -> Result<()> {
+    /// Keeps what drafting learned: the budgets' acceptance counts (a failure is logged) and the
+    /// preference cache, where [`Completer::restore_preferences`] found it (not before that).
+    /// Never on a completion's path: the engine saves a while after completions, and at exit.
+    pub fn save_learned(&mut self) -> Result<()> {
+        self.sources.save_acceptance();
         match &mut self.preference_file {
             Some(file) => file.save(&mut crate::sync::lock(&self.sources.cache)),
             None => Ok(()),
@@ -462,9 +464,6 @@ impl Completer {
         let generation = copilotd_model::run_on_model_threads(|| {
             session.generate(&prompt.tokens, &options, drafter, budget, hooks)
         })?;
-        if request.strategy != Strategy::Ar {
-            self.sources.save_acceptance(strategy);
-        }
         let decoded = decode_whole_characters(&self.tokenizer, &generation.tokens)?;
         let text = rules.apply_to_end(after_cursor(&decoded, &healed)).to_string();
         let stats =

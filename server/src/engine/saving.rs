@@ -1,6 +1,6 @@
-//! Saving what a loaded model learned (its preference cache) off the request path: a while
-//! after completions and feedback teach it something, once for all they taught meanwhile, and
-//! a last time when the model is dropped (replaced). The end of a session saves through
+//! Saving what a loaded model learned (its preference cache and acceptance counts) off the
+//! request path: a while after completions and feedback teach it something, once for all they
+//! taught meanwhile, and a last time when the model is dropped (replaced). The end of a session saves through
 //! [`super::CompletionService::save_learned`].
 
 use std::sync::Arc;
@@ -65,10 +65,10 @@ async fn run(
 pub async fn save(completer: &Arc<tokio::sync::Mutex<Completer>>, calibration: &CalibrationControl) {
     let _wanting = calibration.want();
     let mut completer = Arc::clone(completer).lock_owned().await;
-    let saved = tokio::task::spawn_blocking(move || completer.save_preferences()).await;
+    let saved = tokio::task::spawn_blocking(move || completer.save_learned()).await;
     match saved {
         Ok(Ok(())) => {}
         Ok(Err(error)) => tracing::warn!("{error:#}"),
-        Err(join) => tracing::warn!("saving the preference cache crashed: {join}"),
+        Err(join) => tracing::warn!("saving what was learned crashed: {join}"),
     }
 }
