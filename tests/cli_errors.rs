@@ -180,6 +180,26 @@ fn a_cache_directory_that_cannot_be_written_costs_the_stores_not_the_completion(
     assert!(stderr.contains("copilotd: warning: cannot cache the cost curve"), "{stderr}");
 }
 
+#[test]
+fn building_a_common_store_where_it_cannot_be_written_fails_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory cannot be made below a file, whoever runs the test.
+    std::fs::write(dir.path().join("a file"), b"").unwrap();
+    // The corpus is not read: a missing one would be the error otherwise.
+    let corpus = dir.path().join("no corpus");
+    for refine in [&[][..], &["--refine", "0.5"]] {
+        let args = [&["datastore", "build-common", "--corpus", corpus.to_str().unwrap()], refine].concat();
+        let output = Command::new(env!("CARGO_BIN_EXE_copilotd"))
+            .args(args)
+            .env("COPILOTD_MODEL", copilotd_test_support::model_path())
+            .env("XDG_CACHE_HOME", dir.path().join("a file").join("cache"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .output()
+            .expect("copilotd runs");
+        assert_clean_error(&output, "cannot write the common datastore to");
+    }
+}
+
 /// `copilotd` with the test model and the cache and configuration directories of `dir`.
 fn copilotd_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_copilotd"))

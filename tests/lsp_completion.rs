@@ -374,11 +374,21 @@ fn a_suggestions_first_lines_answer_before_it_ends_and_asking_again_gives_the_re
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 
-/// The persisted preference cache of the workspace in `harness`'s private cache directory.
+/// The persisted preference cache of the workspace in `harness`'s private cache directory (of
+/// the one tokenizer used there).
 fn preferences_file(home: &Path) -> std::path::PathBuf {
+    saved_preferences_file(home).expect("a preference cache file")
+}
+
+/// [`preferences_file`], if it was saved.
+fn saved_preferences_file(home: &Path) -> Option<std::path::PathBuf> {
     let workspaces = home.join("cache/copilotd/workspaces");
-    let folder = std::fs::read_dir(&workspaces).unwrap().next().expect("a workspace cache folder").unwrap();
-    folder.path().join("preferences.cache")
+    let folder = std::fs::read_dir(&workspaces).ok()?.next()?.ok()?;
+    let mut files = std::fs::read_dir(folder.path()).ok()?.map(|entry| entry.unwrap().path());
+    files.find(|path| {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        name.starts_with("preferences-") && name.ends_with(".cache")
+    })
 }
 
 #[test]
@@ -407,6 +417,58 @@ fn the_preference_cache_survives_a_restart_and_a_damaged_one_is_rebuilt() {
     assert!(harness.client.shutdown(QUICK).unwrap());
     let rewritten = std::fs::read(&path).unwrap();
     assert!(rewritten.starts_with(b"CPDPREF\0") && rewritten != damaged);
+}
+
+#[test]
+fn what_was_learned_is_saved_a_while_after_it_and_when_the_daemon_is_stopped() {
+    let model = model_path();
+    let _serial = serial();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("numbers.py"), ENDLESS).unwrap();
+    let uri = uri(&workspace.path().join("numbers.py"));
+    let mut harness = start(Some(workspace.path()), options(&model, 48));
+    let client = &mut harness.client;
+    open(client, &uri, ENDLESS);
+    let response = client.call("textDocument/inlineCompletion", completion_params(&uri, 11, 5), SLOW).unwrap();
+    let item = &response["result"][0];
+    assert!(!item["insertText"].as_str().unwrap().is_empty(), "premise: a suggestion: {response}");
+
+    // A completion teaches the cache: saved a few seconds later, while the session goes on.
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    let saved = loop {
+        if let Some(saved) = saved_preferences_file(harness.home.path()).and_then(|path| std::fs::read(path).ok()) {
+            break saved;
+        }
+        assert!(Instant::now() < deadline, "the preference cache was not saved during the session");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+
+    // Taken: a lesson that SIGTERM comes before the saver's delay, and that is saved anyway.
+    let id = item["command"]["arguments"][0]["id"].as_u64().unwrap();
+    client.notify("copilotd/suggestionFeedback", json!({"id": id, "kind": "accepted"})).unwrap();
+    status(client);
+    let killed = std::process::Command::new("kill").args(["-TERM", &client.pid().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + SLOW;
+    while client.is_alive() {
+        assert!(Instant::now() < deadline, "the daemon did not stop at SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let path = preferences_file(harness.home.path());
+    assert_ne!(std::fs::read(path).unwrap(), saved, "the accepted suggestion is saved at SIGTERM");
+}
+
+#[test]
+fn acceptance_counts_are_kept_after_the_answer_not_before_it() {
+    let model = model_path();
+    let _serial = serial();
+    let (_workspace, mut harness, uri) = inventory_session(&model, 16);
+    let kept = harness.home.path().join("cache/copilotd/acceptance");
+    let files = || std::fs::read_dir(&kept).map_or(0, |files| files.count());
+    assert!(!complete(&mut harness.client, &uri, 28, 8).is_empty());
+    assert_eq!(files(), 0, "no file written before the answer");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+    assert_eq!(files(), 1, "the counts are kept by the end of the session");
 }
 
 /// A buffer the model continues at length (no stop rule fires).

@@ -34,6 +34,15 @@ impl Kind {
         bytes
     }
 
+    /// The tokenizer fingerprint in the header of `bytes`, when they begin with a header of
+    /// this kind and format version (whatever the rest holds).
+    pub fn tokenizer_of(&self, bytes: &[u8]) -> Option<u64> {
+        let mut header = Reader::new(bytes.get(..HEADER_LEN)?);
+        let kind_and_version = header.take(8).ok()? == self.magic && header.u32().ok()? == self.version;
+        header.u32().ok()?;
+        kind_and_version.then(|| header.u64().ok()).flatten()
+    }
+
     /// The payload of a file written by [`Kind::wrap`], refusing files that are truncated,
     /// corrupt, of another kind or format version, or made for another tokenizer.
     pub fn unwrap<'a>(&self, bytes: &'a [u8], expected_fingerprint: u64) -> Result<&'a [u8]> {

@@ -16,7 +16,11 @@
 use crate::retrieval::{Continuation, Retrieval};
 use std::collections::HashMap;
 
+mod merge;
 mod persist;
+
+pub use merge::Baseline;
+pub use persist::LoadError;
 
 /// Settings of the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,7 +143,6 @@ impl PreferenceCache {
     }
 
     /// The weight of the sequence `tokens`, if held.
-    #[cfg(test)]
     fn weight(&self, tokens: &[u32]) -> Option<u32> {
         let &slot = self.by_content.get(tokens)?;
         self.slots[slot as usize].as_ref().map(|entry| entry.weight)

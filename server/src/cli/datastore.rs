@@ -4,11 +4,11 @@
 use crate::common_refine::{self, RefineSettings};
 use crate::completion::{self, common, EngineSettings};
 use crate::{common_build, model_files};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use copilotd_draft::common_store::{CommonParams, CommonStore};
 use copilotd_model::Tokenizer;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
@@ -93,6 +93,7 @@ impl BuildCommonArgs {
             println!("common datastore present: {}", out.display());
             return Ok(());
         }
+        check_writable(&out)?;
         println!("{}", common::build(&tokenizer, &self.corpus()?, &out, params)?);
         Ok(())
     }
@@ -107,6 +108,7 @@ impl BuildCommonArgs {
             println!("refined common datastore present: {}", out.display());
             return Ok(());
         }
+        check_writable(&out)?;
         let corpus = self.corpus()?;
         eprintln!(
             "copilotd: scoring {} with {} for up to {:.0} s",
@@ -120,6 +122,12 @@ impl BuildCommonArgs {
         println!("{refined}\n{built}");
         Ok(())
     }
+}
+
+/// Fails unless the store could be written at `out`: before the work, not after it.
+fn check_writable(out: &Path) -> Result<()> {
+    copilotd_draft::atomic_file::check_writable(out)
+        .with_context(|| format!("cannot write the common datastore to {}", out.display()))
 }
 
 /// Runs `work` with a progress bar on a terminal: seconds of the budget spent,

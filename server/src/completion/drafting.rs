@@ -115,9 +115,10 @@ impl DraftSources {
         }
     }
 
-    /// Keeps what the cost-aware budget of `strategy` learned (when it has a file to keep it in).
-    pub fn save_acceptance(&self, strategy: Strategy) {
-        if let (Some(file), Some(policy)) = (&self.acceptance_files, self.cost_aware.get(&strategy)) {
+    /// Keeps what each strategy's cost-aware budget learned (when there is a file to keep it in).
+    pub fn save_acceptance(&self) {
+        let Some(file) = &self.acceptance_files else { return };
+        for (&strategy, policy) in &self.cost_aware {
             acceptance::save(&file(strategy), &policy.counts());
         }
     }

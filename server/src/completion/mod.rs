@@ -10,6 +10,7 @@ pub mod error;
 pub mod feedback;
 pub mod line_start;
 pub mod model_adapter;
+pub mod preferences;
 pub mod prompt;
 pub mod repo_context;
 pub mod sampling;
@@ -38,6 +39,7 @@ use copilotd_draft::pref_cache::PreferenceCache;
 use copilotd_model::{FimTokens, Kernel, LoadOptions, Model, ModelInfo, Tokenizer, WeightFormat};
 use drafting::{BudgetSettings, DraftSources};
 use model_adapter::LoadedModel;
+use preferences::PreferenceFile;
 use repo_context::RepoContext;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -201,6 +203,8 @@ pub struct Completer {
     info: ModelInfo,
     settings: EngineSettings,
     sources: DraftSources,
+    /// Where the preference cache persists ([`Completer::restore_preferences`]).
+    preference_file: Option<PreferenceFile>,
     /// This model's forward cost by tree size and cache length, once measured or read from
     /// the cache ([`Completer::calibrate`]); until then drafting uses a small fixed tree.
     cost_model: Option<CostModel>,
@@ -242,6 +246,7 @@ impl Completer {
             info,
             settings,
             sources,
+            preference_file: None,
             cost_model: None,
             token_texts: None,
             recent: VecDeque::new(),
@@ -281,25 +286,25 @@ impl Completer {
         Ok(())
     }
 
-    /// Replaces the preference cache with the one persisted at `path` for this tokenizer.
-    /// Without a file the cache stays as it is; a damaged or foreign file is logged and
-    /// the cache starts empty (the next save replaces the file).
-    pub fn restore_preferences(&mut self, path: &Path) {
+    /// Replaces the preference cache with the one persisted for this tokenizer in the workspace
+    /// cache directory `workspace_cache` (see [`PreferenceFile`]), which
+    /// [`Completer::save_learned`] saves to from now on.
+    pub fn restore_preferences(&mut self, workspace_cache: &Path) {
         let config = self.sources.fastcoder.cache;
-        let restored = match PreferenceCache::load(path, config, self.tokenizer.fingerprint()) {
-            Ok(cache) => cache,
-            Err(_) if !path.exists() => return,
-            Err(err) => {
-                tracing::warn!("{err:#}; the preference cache starts empty");
-                PreferenceCache::new(config)
-            }
-        };
-        *crate::sync::lock(&self.sources.cache) = restored;
+        let (file, restored) = PreferenceFile::open(workspace_cache, self.tokenizer.fingerprint(), config);
+        *crate::sync::lock(&self.sources.cache) = restored.unwrap_or_else(|| PreferenceCache::new(config));
+        self.preference_file = Some(file);
     }
 
-    /// Persists the preference cache at `path` (see [`Completer::restore_preferences`]).
-    pub fn save_preferences(&self, path: &Path) -> Result<()> {
-        crate::sync::lock(&self.sources.cache).save(path, self.tokenizer.fingerprint())
+    /// Keeps what drafting learned: the budgets' acceptance counts (a failure is logged) and the
+    /// preference cache, where [`Completer::restore_preferences`] found it (not before that).
+    /// Never on a completion's path: the engine saves a while after completions, and at exit.
+    pub fn save_learned(&mut self) -> Result<()> {
+        self.sources.save_acceptance();
+        match &mut self.preference_file {
+            Some(file) => file.save(&mut crate::sync::lock(&self.sources.cache)),
+            None => Ok(()),
+        }
     }
 
     /// What teaches the preference cache the person's verdicts on this completer's suggestions.
@@ -464,9 +469,6 @@ impl Completer {
         let generation = copilotd_model::run_on_model_threads(|| {
             session.generate(&prompt.tokens, &options, drafter, budget, hooks)
         })?;
-        if request.strategy != Strategy::Ar {
-            self.sources.save_acceptance(strategy);
-        }
         let decoded = decode_whole_characters(&self.tokenizer, &generation.tokens)?;
         let text = final_text(&rules, after_cursor(&decoded, &healed), generation.stop).to_string();
         let stats =

@@ -7,6 +7,7 @@
 
 mod calibration;
 mod model_engine;
+mod saving;
 mod typed_through;
 mod warming;
 
@@ -142,12 +143,13 @@ pub trait CompletionService: Send + Sync {
     /// Gives the workspace's repository datastores (one per folder) to the current and all
     /// future models.
     fn set_repositories(&self, repositories: Vec<Repository>) -> BoxFuture<'_, ()>;
-    /// Where the preference cache persists: every model loaded from now on starts from it,
-    /// and it is saved there now and then and by [`CompletionService::save_preferences`].
-    fn set_preferences_file(&self, path: Option<PathBuf>);
-    /// Saves the preference cache now (at shutdown), stopping a generation that runs on
-    /// without a request.
-    fn save_preferences(&self) -> BoxFuture<'_, ()>;
+    /// The workspace cache directory where the preference cache persists (a file per
+    /// tokenizer): every model loaded from now on starts from it, and it is saved there a while
+    /// after each lesson and by [`CompletionService::save_learned`].
+    fn set_preferences_dir(&self, dir: Option<PathBuf>);
+    /// Saves what the engine learned now (at the end of the session, however it ends),
+    /// stopping a generation that runs on without a request.
+    fn save_learned(&self) -> BoxFuture<'_, ()>;
     /// Runs one job, waiting for the model if it is loading; ends with
     /// [`ServiceError::Cancelled`] within one decode step once `cancel` fires.
     fn complete(&self, job: Job, cancel: CancelToken) -> BoxFuture<'_, Result<Completion, ServiceError>>;

@@ -14,7 +14,6 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use copilotd_draft::cancel::{CancelToken, Cancelled};
 use copilotd_model::{ModelInfo, Tokenizer};
@@ -23,6 +22,7 @@ use futures::FutureExt;
 use tokio::sync::watch;
 
 use super::calibration::{self, CalibrationControl, CalibrationState};
+use super::saving::{self, Learned};
 use super::typed_through::LastSuggestion;
 use super::warming::{self, Warming};
 use super::{CompletionService, Job, ModelState, Recent, ServiceError};
@@ -67,6 +67,8 @@ struct Loaded {
     recent: Arc<Mutex<Recent>>,
     /// Teaches the completer's preference cache the person's verdicts.
     teacher: Teacher,
+    /// Saves what the completer learned, a while after it learned it.
+    learned: Learned,
     calibration: Arc<CalibrationControl>,
     /// Whether prompts show the model the text after the cursor
     /// ([`Completer::fills_in_the_middle`]; a change of it loads the model anew).
@@ -150,7 +152,7 @@ impl Loaded {
         tokio::spawn(async move {
             let completer = Arc::clone(&loaded.completer).lock_owned().await;
             if loaded.still_wanted(&handles) {
-                let _ = generate(Arc::clone(&loaded), completer, job, handles, None).await;
+                let _ = generate(Arc::clone(&loaded), completer, job, handles).await;
             } else {
                 loaded.forget_running(handles.id);
             }
@@ -199,15 +201,11 @@ pub struct ModelEngine {
     recent: Arc<Mutex<Recent>>,
     /// The workspace's repository datastores, given to every model loaded.
     repository: Mutex<Vec<Repository>>,
-    /// Where the preference cache persists, and when it was last saved there.
+    /// The workspace cache directory where the preference cache persists.
     preferences: Mutex<Option<PathBuf>>,
-    preferences_saved: Mutex<Instant>,
     /// Prefilling the prompts of the places editors name (`copilotd/warm`) while the model idles.
     warming: Arc<Warming>,
 }
-
-/// How often a completion also saves the preference cache.
-const SAVE_PREFERENCES_EVERY: Duration = Duration::from_secs(60);
 
 impl Default for ModelEngine {
     fn default() -> Self {
@@ -217,7 +215,6 @@ impl Default for ModelEngine {
             recent: Arc::default(),
             repository: Mutex::default(),
             preferences: Mutex::default(),
-            preferences_saved: Mutex::new(Instant::now()),
             warming: Arc::default(),
         }
     }
@@ -246,8 +243,8 @@ impl ModelEngine {
             let path = crate::model_files::resolve_local(settings.model.as_deref())?;
             let mut completer = Completer::load(&EngineSettings { model: Some(path), ..settings })?;
             completer.set_repositories(repository);
-            if let Some(path) = &preferences {
-                completer.restore_preferences(path);
+            if let Some(dir) = &preferences {
+                completer.restore_preferences(dir);
             }
             let calibration = match (completer.needs_calibration(), completer.use_cached_calibration()) {
                 (false, _) => CalibrationState::Off,
@@ -262,20 +259,24 @@ impl ModelEngine {
             Ok(Ok((completer, calibration_state))) => {
                 let info = completer.model_info().clone();
                 let tokenizer = completer.tokenizer().clone();
+                let (teacher, fills_in_the_middle) = (completer.teacher(), completer.fills_in_the_middle());
+                let completer = Arc::new(tokio::sync::Mutex::new(completer));
+                let calibration = Arc::new(CalibrationControl::new(calibration_state));
                 let loaded = Loaded {
-                    teacher: completer.teacher(),
-                    fills_in_the_middle: completer.fills_in_the_middle(),
+                    teacher,
+                    fills_in_the_middle,
                     name: info.name.clone(),
                     device: info.device.clone(),
                     tokenizer: tokenizer.clone(),
-                    completer: Arc::new(tokio::sync::Mutex::new(completer)),
+                    learned: Learned::start_saver(Arc::clone(&completer), Arc::clone(&calibration)),
+                    completer,
                     last_suggestion: Mutex::new(LastSuggestion::default()),
                     suggestion_changed: watch::channel(()).0,
                     running: Mutex::default(),
                     generations: AtomicU64::new(0),
                     generated_tokens: AtomicU64::new(0),
                     recent: Arc::clone(&self.recent),
-                    calibration: Arc::new(CalibrationControl::new(calibration_state)),
+                    calibration,
                 };
                 attach_common_store(tokenizer, info, Arc::clone(&loaded.completer), Arc::clone(&loaded.calibration));
                 if matches!(calibration_state, CalibrationState::Pending | CalibrationState::Confirming) {
@@ -352,9 +353,8 @@ impl ModelEngine {
         if let Some(reason) = cancel.reason() {
             return Err(ServiceError::Cancelled(reason));
         }
-        let save_preferences = self.preferences_due();
         let handles = loaded.start_running(&job);
-        let task = generate(Arc::clone(&loaded), completer, job.clone(), handles, save_preferences);
+        let task = generate(Arc::clone(&loaded), completer, job.clone(), handles);
         // The suggestion's first whole lines answer at once where the job takes them; the
         // generation goes on, and so does one whose request is cancelled (see the module).
         let outcome = tokio::select! {
@@ -366,16 +366,6 @@ impl ModelEngine {
         let completion = outcome.map_err(|join| ServiceError::Panicked(join.to_string()))??;
         lock(&self.recent).completions += 1;
         Ok(completion)
-    }
-
-    /// The preference file, when it is time to save to it again.
-    fn preferences_due(&self) -> Option<PathBuf> {
-        let path = lock(&self.preferences).clone()?;
-        let mut saved = lock(&self.preferences_saved);
-        (saved.elapsed() >= SAVE_PREFERENCES_EVERY).then(|| {
-            *saved = Instant::now();
-            path
-        })
     }
 
     /// The answer that the rest of the last suggestion gives `job`, if it gives one, counted as
@@ -449,20 +439,18 @@ impl CompletionService for ModelEngine {
         self.attach_repositories(repositories).boxed()
     }
 
-    fn set_preferences_file(&self, path: Option<PathBuf>) {
-        *lock(&self.preferences) = path;
+    fn set_preferences_dir(&self, dir: Option<PathBuf>) {
+        *lock(&self.preferences) = dir;
     }
 
-    fn save_preferences(&self) -> BoxFuture<'_, ()> {
+    fn save_learned(&self) -> BoxFuture<'_, ()> {
         async move {
-            let (Some(path), Load::Ready(loaded)) = (lock(&self.preferences).clone(), self.state()) else { return };
+            let Load::Ready(loaded) = self.state() else { return };
             // At shutdown nobody waits for a generation that runs on.
             if let Some(running) = lock(&loaded.running).as_ref() {
                 running.handles.stop.cancel(Cancelled::Abandoned);
             }
-            let _wanting = loaded.calibration.want();
-            let completer = loaded.completer.lock().await;
-            save_preferences_to(&completer, &path);
+            saving::save(&loaded.completer, &loaded.calibration).await;
         }
         .boxed()
     }
@@ -485,6 +473,7 @@ impl CompletionService for ModelEngine {
         let Load::Ready(loaded) = self.state() else { return };
         let tokens = loaded.teacher.teach(&suggestion.text, &suggestion.tokens, &suggestion.origin, &verdict);
         tracing::debug!("feedback {verdict:?} on a suggestion: {tokens} tokens taught to the preference cache");
+        loaded.learned.tell();
         if matches!(&verdict, Verdict::Accepted(taken) if taken.end == suggestion.text.len()) {
             self.warming.interrupt();
             loaded.prepare_next(&suggestion.text);
@@ -507,25 +496,15 @@ fn generate(
     mut completer: tokio::sync::OwnedMutexGuard<Completer>,
     job: Job,
     handles: RunningHandles,
-    save_preferences: Option<PathBuf>,
 ) -> tokio::task::JoinHandle<Result<Completion, CompletionError>> {
     tokio::task::spawn_blocking(move || {
         let request = job.request();
         let mut lines = |lines: Completion| loaded.remember(&job, &lines);
         let result = completer.complete_following(&request, &handles.stop, &handles.typed, &mut lines);
         loaded.finish_running(handles.id, &job, &result, completer.recent_stats());
-        if let Some(path) = save_preferences {
-            save_preferences_to(&completer, &path);
-        }
+        loaded.learned.tell();
         result
     })
-}
-
-/// Saves the completer's preference cache, with a warning in the log when it cannot.
-fn save_preferences_to(completer: &Completer, path: &std::path::Path) {
-    if let Err(err) = completer.save_preferences(path) {
-        tracing::warn!("{err:#}");
-    }
 }
 
 /// Opens (or, the first time, builds) the common datastore on a background

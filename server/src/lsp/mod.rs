@@ -44,8 +44,9 @@ use handlers::Server;
 /// cancellations and document changes must never wait behind them.
 const CONCURRENCY: usize = 64;
 
-/// Runs the language server on stdin/stdout until `exit` or end of input. Logs go to stderr
-/// (filter with `COPILOTD_LOG`, e.g. `COPILOTD_LOG=debug`), never to stdout.
+/// Runs the language server on stdin/stdout until `exit`, the end of input, SIGTERM or SIGINT
+/// (what the engine learned is saved first). Logs go to stderr (filter with `COPILOTD_LOG`,
+/// e.g. `COPILOTD_LOG=debug`), never to stdout.
 pub fn run_stdio(config: Config) -> anyhow::Result<()> {
     init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -53,13 +54,37 @@ pub fn run_stdio(config: Config) -> anyhow::Result<()> {
         .enable_all()
         .thread_name("copilotd-lsp")
         .build()?;
-    let end = runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), config));
+    let engine = Arc::new(ModelEngine::default());
+    let end = runtime.block_on(async {
+        let session = serve_with(tokio::io::stdin(), tokio::io::stdout(), config, Arc::clone(&engine) as _);
+        tokio::select! {
+            end = session => Ok(end),
+            signal = termination_signal() => {
+                engine.save_learned().await;
+                Err(signal)
+            }
+        }
+    });
     // Reading stdin blocks a thread that cannot be interrupted; do not wait for it.
     runtime.shutdown_background();
     match end {
-        SessionEnd::AfterShutdown => Ok(()),
+        Ok(SessionEnd::AfterShutdown) => Ok(()),
         // LSP: exit code 1 when `exit` (or the end of input) comes without `shutdown`.
-        SessionEnd::WithoutShutdown => anyhow::bail!("the client ended the session without `shutdown`"),
+        Ok(SessionEnd::WithoutShutdown) => anyhow::bail!("the client ended the session without `shutdown`"),
+        Err(signal) => anyhow::bail!("stopped by {signal}"),
+    }
+}
+
+/// The name of the first SIGTERM or SIGINT received; never, where they cannot be listened to.
+async fn termination_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut interrupt)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::warn!("cannot listen to SIGTERM and SIGINT: what was learned is not saved when they come");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
     }
 }
 
@@ -86,22 +111,24 @@ where
     serve_with(input, output, config, Arc::new(ModelEngine::default())).await
 }
 
-/// Serves one LSP session over `input`/`output` with `engine`, until `exit` or the end of input.
+/// Serves one LSP session over `input`/`output` with `engine`, until `exit` or the end of input;
+/// what the engine learned is saved at the end, by `shutdown` or after it.
 pub async fn serve_with<R, W>(input: R, output: W, config: Config, engine: Arc<dyn CompletionService>) -> SessionEnd
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let shut_down = Arc::new(AtomicBool::new(false));
-    let (service, socket) =
-        LspService::build(|client| Server(Arc::new(Backend::new(client, config, engine, Arc::clone(&shut_down)))))
-            .custom_method("textDocument/inlineCompletion", Server::inline_completion)
-            .custom_method(status::METHOD, Server::status)
-            .custom_method("copilotd/indexedFile", Server::indexed_file)
-            .custom_method("copilotd/reindex", Server::reindex)
-            .custom_method(suggestions::METHOD, Server::suggestion_feedback)
-            .custom_method(handlers::WARM_METHOD, Server::warm)
-            .finish();
+    let (service, socket) = LspService::build(|client| {
+        Server(Arc::new(Backend::new(client, config, Arc::clone(&engine), Arc::clone(&shut_down))))
+    })
+    .custom_method("textDocument/inlineCompletion", Server::inline_completion)
+    .custom_method(status::METHOD, Server::status)
+    .custom_method("copilotd/indexedFile", Server::indexed_file)
+    .custom_method("copilotd/reindex", Server::reindex)
+    .custom_method(suggestions::METHOD, Server::suggestion_feedback)
+    .custom_method(handlers::WARM_METHOD, Server::warm)
+    .finish();
 
     // editor → guard → tower-lsp, tower-lsp → guard → editor.
     let (to_server, server_input) = tokio::io::duplex(1 << 20);
@@ -120,6 +147,7 @@ where
     if shut_down.load(Ordering::SeqCst) {
         SessionEnd::AfterShutdown
     } else {
+        engine.save_learned().await;
         SessionEnd::WithoutShutdown
     }
 }

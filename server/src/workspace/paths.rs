@@ -17,9 +17,16 @@ pub fn workspace_store_path(root: &Path) -> Result<PathBuf> {
     Ok(workspace_cache_dir(root)?.join("repo.store"))
 }
 
-/// The persisted preference cache of a workspace (of its first folder).
-pub fn workspace_preferences_path(root: &Path) -> Result<PathBuf> {
-    Ok(workspace_cache_dir(root)?.join("preferences.cache"))
+/// The persisted preference cache of a workspace (of its first folder) for one tokenizer, in
+/// the workspace's cache directory `workspace_cache`: each tokenizer's lessons in a file of
+/// their own, so that a session with another model leaves them alone.
+pub fn preferences_path(workspace_cache: &Path, tokenizer_fingerprint: u64) -> PathBuf {
+    workspace_cache.join(format!("preferences-{tokenizer_fingerprint:016x}.cache"))
+}
+
+/// Where releases before per-tokenizer files kept a workspace's preference cache.
+pub fn legacy_preferences_path(workspace_cache: &Path) -> PathBuf {
+    workspace_cache.join("preferences.cache")
 }
 
 fn path_hash(path: &Path) -> u64 {

@@ -34,7 +34,7 @@ use super::typist::{accepted_len, is_useful, Pace};
 use crate::tasks::Task;
 use copilotd_server::lsp::suggestions::METHOD as FEEDBACK;
 use copilotd_server::lsp::WARM_METHOD;
-use copilotd_server::workspace::paths::workspace_preferences_path;
+use copilotd_server::workspace::paths::workspace_cache_dir;
 
 /// The debounce between the last keystroke and the request, in the Neovim plugin.
 const DEBOUNCE: Duration = Duration::from_millis(75);
@@ -212,6 +212,24 @@ pub fn table(summaries: &[TypingSummary]) -> String {
     out
 }
 
+/// Removes the preference caches (one per tokenizer) from the workspace cache directory `dir`,
+/// so that a replay starts from none.
+fn forget_preferences(dir: &std::path::Path) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => bail!("cannot list {}: {error}", dir.display()),
+    };
+    for entry in entries {
+        let path = entry?.path();
+        if path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.starts_with("preferences")) {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove the preference cache {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// One daemon for one package: warm (index ready, one completion answered first), then every
 /// task; or fresh, then the first task only.
 fn replay_package(
@@ -222,12 +240,7 @@ fn replay_package(
     start: Start,
 ) -> Result<Vec<Replay>> {
     let Some(first) = package.tasks.first() else { return Ok(Vec::new()) };
-    let preferences = workspace_preferences_path(&package.root)?;
-    if let Err(error) = std::fs::remove_file(&preferences) {
-        if error.kind() != std::io::ErrorKind::NotFound {
-            bail!("cannot remove the preference cache {}: {error}", preferences.display());
-        }
-    }
+    forget_preferences(&workspace_cache_dir(&package.root)?)?;
     let mut client = StdioClient::spawn(&options.binary, &["--stdio"], &[]).context("cannot start the server")?;
     let mut settings = json!({"strategy": strategy, "maxTokens": options.max_tokens});
     if let Some(model) = &options.model {

@@ -7,7 +7,7 @@
 //! ```
 //! Version 1 had no weights; such files are refused and the cache rebuilt from nothing.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Context, Result};
 
@@ -15,6 +15,25 @@ use super::{CacheConfig, PreferenceCache};
 use crate::persisted::{Kind, Reader};
 
 const KIND: Kind = Kind { magic: *b"CPDPREF\0", version: 2, name: "preference cache" };
+
+/// Why a preference cache file was not loaded. The caller tells apart a file it may replace
+/// (missing or damaged) from one it must keep (unreadable, or another tokenizer's lessons).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read preference cache {path}: {source}")]
+    Unreadable { path: PathBuf, source: std::io::Error },
+    #[error("preference cache {path} was built for another tokenizer (fingerprint {found:016x})")]
+    Foreign { path: PathBuf, found: u64 },
+    #[error("invalid preference cache {path}: {reason:#}")]
+    Damaged { path: PathBuf, reason: anyhow::Error },
+}
+
+impl LoadError {
+    /// Whether there was no file at all.
+    pub fn is_missing(&self) -> bool {
+        matches!(self, LoadError::Unreadable { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
 
 impl PreferenceCache {
     /// Writes the cache to `path` atomically, for the tokenizer `fingerprint`.
@@ -35,10 +54,12 @@ impl PreferenceCache {
     /// Reads a cache written by [`save`](Self::save) into a new cache with `config` (the
     /// most recent sequences kept if it holds fewer), refusing a damaged file or one made
     /// for another tokenizer.
-    pub fn load(path: &Path, config: CacheConfig, fingerprint: u64) -> Result<PreferenceCache> {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read preference cache {}", path.display()))?;
-        Self::decode(&bytes, config, fingerprint)
-            .with_context(|| format!("invalid preference cache {}", path.display()))
+    pub fn load(path: &Path, config: CacheConfig, fingerprint: u64) -> Result<PreferenceCache, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Unreadable { path: path.to_owned(), source })?;
+        if let Some(found) = KIND.tokenizer_of(&bytes).filter(|&found| found != fingerprint) {
+            return Err(LoadError::Foreign { path: path.to_owned(), found });
+        }
+        Self::decode(&bytes, config, fingerprint).map_err(|reason| LoadError::Damaged { path: path.to_owned(), reason })
     }
 
     fn decode(bytes: &[u8], config: CacheConfig, fingerprint: u64) -> Result<PreferenceCache> {
@@ -101,19 +122,23 @@ mod tests {
         filled().save(&path, 7).unwrap();
         let config = CacheConfig::default();
         let error = PreferenceCache::load(&path, config, 8).err().unwrap();
-        assert!(format!("{error:#}").contains("another tokenizer"), "{error:#}");
+        assert!(matches!(error, LoadError::Foreign { found: 7, .. }), "{error}");
+        assert!(PreferenceCache::load(&dir.path().join("none"), config, 7).err().unwrap().is_missing());
         let mut bytes = std::fs::read(&path).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         let error = PreferenceCache::load(&path, config, 7).err().unwrap();
-        assert!(format!("{error:#}").contains("checksum mismatch"), "{error:#}");
+        assert!(
+            matches!(error, LoadError::Damaged { .. }) && error.to_string().contains("checksum mismatch"),
+            "{error}"
+        );
         std::fs::write(&path, &bytes[..20]).unwrap();
-        assert!(PreferenceCache::load(&path, config, 7).is_err());
+        assert!(matches!(PreferenceCache::load(&path, config, 7), Err(LoadError::Damaged { .. })));
         // A file of the format before weights is refused (and the caller rebuilds).
         let unweighted = Kind { version: 1, ..KIND };
         std::fs::write(&path, unweighted.wrap(7, &0u64.to_le_bytes())).unwrap();
         let error = PreferenceCache::load(&path, config, 7).err().unwrap();
-        assert!(format!("{error:#}").contains("format version 1"), "{error:#}");
+        assert!(error.to_string().contains("format version 1"), "{error}");
     }
 }

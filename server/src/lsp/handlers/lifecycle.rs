@@ -22,8 +22,8 @@ pub fn initialize(backend: &Backend, params: &InitializeParams) -> InitializeRes
         roots.extend(params.root_uri.as_ref().and_then(folder_path));
     }
     // The preference cache persists with the first folder's index.
-    let preferences = roots.first().and_then(|root| crate::workspace::paths::workspace_preferences_path(root).ok());
-    backend.engine.set_preferences_file(preferences);
+    let preferences = roots.first().and_then(|root| crate::workspace::paths::workspace_cache_dir(root).ok());
+    backend.engine.set_preferences_dir(preferences);
     *write(&backend.roots) = roots;
     let progress = params.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false);
     backend.progress_supported.store(progress, Ordering::Relaxed);
@@ -57,6 +57,6 @@ pub fn initialized(backend: &Arc<Backend>) {
 pub async fn shutdown(backend: &Backend) -> Result<()> {
     backend.shut_down.store(true, Ordering::SeqCst);
     backend.stop_workspaces().await;
-    backend.engine.save_preferences().await;
+    backend.engine.save_learned().await;
     Ok(())
 }

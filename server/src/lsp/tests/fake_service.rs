@@ -41,6 +41,8 @@ pub struct FakeService {
     verdicts: Mutex<Vec<(String, Verdict)>>,
     /// Every place to warm received, in order.
     warmed: Mutex<Vec<Job>>,
+    /// How many times what was learned was saved.
+    saves: Mutex<usize>,
 }
 
 impl FakeService {
@@ -58,6 +60,10 @@ impl FakeService {
 
     pub fn verdicts(&self) -> Vec<(String, Verdict)> {
         lock(&self.verdicts).clone()
+    }
+
+    pub fn saves(&self) -> usize {
+        *lock(&self.saves)
     }
 
     pub fn warmed(&self) -> Vec<Job> {
@@ -106,9 +112,10 @@ impl CompletionService for FakeService {
         async {}.boxed()
     }
 
-    fn set_preferences_file(&self, _: Option<std::path::PathBuf>) {}
+    fn set_preferences_dir(&self, _: Option<std::path::PathBuf>) {}
 
-    fn save_preferences(&self) -> BoxFuture<'_, ()> {
+    fn save_learned(&self) -> BoxFuture<'_, ()> {
+        *lock(&self.saves) += 1;
         async {}.boxed()
     }
 
