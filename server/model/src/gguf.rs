@@ -139,6 +139,7 @@ impl GgufFile {
     pub fn open(path: &Path) -> Result<Self> {
         let file = File::open(path).with_context(|| format!("cannot open model file {}", path.display()))?;
         let mut file = BufReader::new(file);
+        crate::gguf_alignment::check(&mut file)?;
         let content = Content::read(&mut file).map_err(|e| {
             let message = first_line(&e);
             match message.strip_prefix("unknown dtype for tensor ").and_then(|t| t.parse::<u32>().ok()) {

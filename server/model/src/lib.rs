@@ -16,6 +16,7 @@ mod config;
 #[cfg(target_arch = "x86_64")]
 mod frame;
 mod gguf;
+mod gguf_alignment;
 mod groups;
 mod kernel;
 mod kv;

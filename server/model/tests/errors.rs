@@ -52,6 +52,15 @@ fn unsupported_architecture() {
 }
 
 #[test]
+fn an_alignment_of_zero_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("align0.gguf");
+    write_gguf(&path, &[("general.architecture", Value::String("llama".into())), ("general.alignment", Value::U32(0))]);
+    let err = load_error(&path);
+    assert!(err.contains("not a valid GGUF file") && err.contains("general.alignment is 0"), "{err}");
+}
+
+#[test]
 fn missing_hyper_parameter() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("llama.gguf");
