@@ -12,10 +12,11 @@ use crate::groups::ending_in_a_pair;
 use crate::kv::KvCache;
 use crate::loader::Weights;
 use crate::ops::{self, Rotation};
+use crate::source::{self, Loaded};
 use crate::split_attention;
 use crate::tokenizer::Tokenizer;
 use crate::tree::TreeLayout;
-use crate::{source, Kernel, LoadOptions, ModelInfo};
+use crate::{Kernel, LoadOptions, ModelInfo};
 
 /// Prompt tokens per forward pass during prefill.
 const PREFILL_CHUNK: usize = 128;
@@ -25,6 +26,9 @@ pub struct Model {
     info: ModelInfo,
     config: Config,
     tokenizer: Tokenizer,
+    /// The tokenizer's ids: a logits row's columns past them (padded embedding rows, as
+    /// Qwen2.5's 151,665 tokens in 151,936 rows) are −∞, never chosen.
+    tokens: usize,
     weights: Weights,
     kv: KvCache,
 }
@@ -36,7 +40,9 @@ impl Model {
         crate::threads::configure(opts.threads);
         let loaded = source::load(path, opts)?;
         let kv = KvCache::new(loaded.config.layers, loaded.config.kv_heads, loaded.config.head_dim);
-        Ok(Model { info: loaded.info, config: loaded.config, tokenizer: loaded.tokenizer, weights: loaded.weights, kv })
+        let tokens = loaded.tokenizer.vocab_size();
+        let Loaded { info, config, tokenizer, weights } = loaded;
+        Ok(Model { info, config, tokenizer, tokens, weights, kv })
     }
 
     /// A copy of the first `len` entries of the KV cache.
@@ -173,7 +179,13 @@ impl Model {
         let h = cfg.hidden;
         let rows: Vec<f32> = want.iter().flat_map(|&r| x[r * h..(r + 1) * h].iter().copied()).collect();
         let normed = ops::rms_norm(&rows, &self.weights.norm, cfg.rms_eps);
-        self.weights.lm_head.forward(&normed, want.len())
+        let mut logits = self.weights.lm_head.forward(&normed, want.len())?;
+        if self.tokens < cfg.vocab_size {
+            for row in logits.chunks_exact_mut(cfg.vocab_size) {
+                row[self.tokens..].fill(f32::NEG_INFINITY);
+            }
+        }
+        Ok(logits)
     }
 
     fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>> {

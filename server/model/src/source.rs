@@ -37,6 +37,7 @@ fn load_gguf(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let mut file = GgufFile::open(path)?;
     let config = file.config()?;
     let tokenizer = file.tokenizer()?;
+    check_vocabulary(&tokenizer, &config)?;
     memory::ensure_fits(memory::needed(&file.declared(), opts.weights), memory::available(), opts.weights)?;
     let choice = kernel::choose(opts.kernel);
     let conv = Converter::new(opts.weights, choice.kernel);
@@ -64,6 +65,7 @@ fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     memory::ensure_fits(SafetensorsDir::file_bytes(dir)?, memory::available(), opts.weights)?;
     let mut st = SafetensorsDir::open(dir)?;
     let config = st.config.clone();
+    check_vocabulary(&tokenizer, &config)?;
     let choice = kernel::choose(opts.kernel);
     let conv = Converter::new(opts.weights, choice.kernel);
     let weights = loader::build(&mut st, &config, &conv)?;
@@ -77,6 +79,16 @@ fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
         tokenizer,
         weights,
     })
+}
+
+/// Refuses a tokenizer with ids the embedding has no row for (more rows than tokens is how
+/// Qwen pads its table: those ids are never generated, see [`crate::Model`]).
+fn check_vocabulary(tokenizer: &Tokenizer, config: &Config) -> Result<()> {
+    let tokens = tokenizer.vocab_size();
+    if tokens > config.vocab_size {
+        bail!("the tokenizer has {tokens} tokens but the model only {} embedding rows", config.vocab_size);
+    }
+    Ok(())
 }
 
 fn info(

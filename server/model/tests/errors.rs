@@ -61,6 +61,17 @@ fn an_alignment_of_zero_is_an_error_not_a_panic() {
 }
 
 #[test]
+fn a_tokenizer_larger_than_the_embedding_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = synthetic::Vocab::of(Family::StarCoder).tokens.len();
+    let shape = synthetic::Shape { rows: Some(tokens - 8), ..synthetic::TINY };
+    let written = synthetic::write_shaped(dir.path(), Family::StarCoder, &shape, "F32", &|_, _| GgmlDType::F32, false);
+    let err = load_error(&written.model);
+    let expected = format!("the tokenizer has {tokens} tokens but the model only {} embedding rows", tokens - 8);
+    assert!(err.contains(&expected), "{err}");
+}
+
+#[test]
 fn missing_hyper_parameter() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("llama.gguf");

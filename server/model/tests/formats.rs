@@ -137,7 +137,10 @@ fn converted_logits_match_the_f32_reference_within_tolerance() {
             a.keep_path(&[0]).unwrap();
         }
         let (mut worst, mut agree) = (0f32, 0);
+        // The columns of padded embedding rows are −∞ in both.
+        let tokens = a.tokenizer().vocab_size();
         for (x, y) in ra.iter().zip(&rb) {
+            let (x, y) = (&x[..tokens], &y[..tokens]);
             let mean = y.iter().sum::<f32>() / y.len() as f32;
             let std = (y.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / y.len() as f32).sqrt();
             let max_abs = x.iter().zip(y).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
@@ -167,6 +170,23 @@ fn tree_passes_and_speculative_decoding_equal_one_token_decoding() {
         let guess = |i: usize| if i.is_multiple_of(3) { (ar[i.min(11)] + 7) % 100 } else { ar[i.min(11)] };
         assert_eq!(speculative(&mut m, &ids, 12, &guess), ar, "{family:?} {dtype}");
     });
+}
+
+#[test]
+fn ids_past_the_tokenizer_are_never_chosen() {
+    // Qwen2.5-Coder pads its embedding rows past the tokenizer's ids, as the synthetic one does.
+    let dir = tempfile::tempdir().unwrap();
+    let w = synthetic::write(dir.path(), Family::QwenCoder, GgmlDType::Q8_0);
+    let mut m = load(&w.model, WeightFormat::Auto);
+    let (tokens, width) = (m.tokenizer().vocab_size(), m.info().vocab_size);
+    assert!(tokens < width, "{tokens} tokens, {width} rows");
+    let ids = prompt(&m);
+    let mut rows = m.prefill(&ids[..ids.len() - 2]).unwrap();
+    rows.extend(m.forward_tree(&ids[ids.len() - 2..], &[None, Some(0)]).unwrap());
+    for row in rows.chunks_exact(width) {
+        assert!(row[..tokens].iter().all(|x| x.is_finite()));
+        assert!(row[tokens..].iter().all(|&x| x == f32::NEG_INFINITY));
+    }
 }
 
 #[test]
