@@ -74,7 +74,7 @@ fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let bos = st.bos;
     let fim_bos = bos.filter(|_| st.adds_bos);
     Ok(Loaded {
-        info: info(file_stem(dir), &config, &tokenizer, (&conv, choice), &weights, (bos, fim_bos), eos),
+        info: info(file_name(dir), &config, &tokenizer, (&conv, choice), &weights, (bos, fim_bos), eos),
         config,
         tokenizer,
         weights,
@@ -145,6 +145,12 @@ fn end_of_text_tokens(tokenizer: &Tokenizer) -> Vec<u32> {
     END.iter().filter_map(|t| tokenizer.token_to_id(t)).collect()
 }
 
+/// A file's name without its extension (`model.gguf`: `model`).
 fn file_stem(path: &Path) -> String {
     path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
+}
+
+/// A directory's whole name, dots included (`Qwen2.5-Coder-0.5B`).
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
 }

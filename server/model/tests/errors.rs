@@ -115,6 +115,25 @@ fn broken_safetensors_directories() {
 }
 
 #[test]
+fn untied_weights_without_a_head_and_integer_weights_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    common::tiny::write(dir.path(), false, DType::F32);
+    let config = dir.path().join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("\"tie_word_embeddings\":true", "\"tie_word_embeddings\":false")).unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains("tensor 'lm_head.weight' is missing and the embeddings are not tied"), "{err}");
+    std::fs::write(&config, text).unwrap();
+    let path = dir.path().join("model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    let up = "model.layers.0.mlp.up_proj.weight";
+    tensors.insert(up.into(), tensors[up].to_dtype(DType::U32).unwrap());
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains(&format!("tensor '{up}' has dtype U32; expected a float type")), "{err}");
+}
+
+#[test]
 fn missing_tensor_is_named() {
     let dir = tempfile::tempdir().unwrap();
     common::tiny::write(dir.path(), true, DType::F32);
