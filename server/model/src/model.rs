@@ -143,7 +143,7 @@ impl Model {
         let (qd, kvd, hd) = (cfg.q_dim(), cfg.kv_dim(), cfg.head_dim);
         let cache_len = self.kv.len();
         let rotations: Vec<Rotation> = (0..=tree.max_depth().unwrap_or(0))
-            .map(|d| Rotation::new(cache_len + d, hd, cfg.rope_theta, cfg.rope_scale))
+            .map(|d| Rotation::new(cache_len + d, hd, cfg.rope_theta, cfg.rope_scale, &cfg.rope_factors))
             .collect();
 
         let mut x = self.embed(tokens)?;

@@ -125,6 +125,7 @@ fn parse_config(json: &Value) -> Result<Config> {
         rms_eps: float("rms_norm_eps", 1e-6),
         rope_theta,
         rope_scale,
+        rope_factors: Vec::new(),
         rope_style: RopeStyle::Half,
     };
     config.validate()?;
