@@ -16,7 +16,7 @@ use crate::source::{self, Loaded};
 use crate::split_attention;
 use crate::tokenizer::Tokenizer;
 use crate::tree::TreeLayout;
-use crate::{Kernel, LoadOptions, ModelInfo};
+use crate::{Kernel, LoadOptions, ModelInfo, NonFiniteLogits};
 
 /// Prompt tokens per forward pass during prefill.
 const PREFILL_CHUNK: usize = 128;
@@ -180,6 +180,9 @@ impl Model {
         let rows: Vec<f32> = want.iter().flat_map(|&r| x[r * h..(r + 1) * h].iter().copied()).collect();
         let normed = ops::rms_norm(&rows, &self.weights.norm, cfg.rms_eps);
         let mut logits = self.weights.lm_head.forward(&normed, want.len())?;
+        if !all_finite(&logits) {
+            return Err(NonFiniteLogits.into());
+        }
         if self.tokens < cfg.vocab_size {
             for row in logits.chunks_exact_mut(cfg.vocab_size) {
                 row[self.tokens..].fill(f32::NEG_INFINITY);
@@ -193,6 +196,12 @@ impl Model {
         let rows = self.weights.embed.embedding(&ids).context("embedding lookup failed")?;
         Ok(rows.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
     }
+}
+
+/// Whether no value is NaN or infinite; without an early exit, so that the loop is vectorized
+/// (49,280 logits in 4.7 µs, against 13 ms for the one-token pass that makes them; measured).
+fn all_finite(values: &[f32]) -> bool {
+    values.iter().fold(true, |finite, x| finite & x.is_finite())
 }
 
 /// Most nodes per attention work unit: a unit attends a block of nodes times the query

@@ -5,7 +5,7 @@ mod common;
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
-use copilotd_model::{LoadOptions, Model};
+use copilotd_model::{LoadOptions, Model, NonFiniteLogits, WeightFormat};
 use copilotd_test_support::synthetic::{self, Family};
 use std::path::Path;
 
@@ -131,6 +131,26 @@ fn untied_weights_without_a_head_and_integer_weights_are_refused() {
     candle_core::safetensors::save(&tensors, &path).unwrap();
     let err = load_error(dir.path());
     assert!(err.contains(&format!("tensor '{up}' has dtype U32; expected a float type")), "{err}");
+}
+
+#[test]
+fn damaged_weights_give_a_typed_error_not_garbage() {
+    let dir = tempfile::tempdir().unwrap();
+    common::tiny::write(dir.path(), false, DType::F32);
+    let path = dir.path().join("model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    // One overflowing value, as an f16 conversion leaves it.
+    let down = "model.layers.1.mlp.down_proj.weight";
+    let mut values = tensors[down].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    values[5] = f32::INFINITY;
+    tensors.insert(down.into(), Tensor::from_vec(values, tensors[down].shape(), &Device::Cpu).unwrap());
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    for weights in [WeightFormat::F32, WeightFormat::Q8_0] {
+        let mut model = Model::load(dir.path(), &LoadOptions { weights, ..LoadOptions::default() }).unwrap();
+        let err = model.prefill(&[1, 2, 3]).unwrap_err();
+        assert_eq!(err.downcast_ref::<NonFiniteLogits>(), Some(&NonFiniteLogits), "{weights:?}: {err:#}");
+        assert_eq!(err.to_string(), "the model produced non-finite logits: its weights are damaged");
+    }
 }
 
 #[test]
