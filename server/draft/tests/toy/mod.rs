@@ -18,6 +18,7 @@ pub struct ToyModel {
 
 impl ToyModel {
     /// A toy model holding at most `context` tokens.
+    #[allow(dead_code)] // each test binary uses a subset
     pub fn with_context(context: usize) -> Self {
         ToyModel { context: Some(context), ..ToyModel::default() }
     }
