@@ -200,6 +200,26 @@ fn building_a_common_store_where_it_cannot_be_written_fails_before_any_work() {
     }
 }
 
+#[test]
+fn a_failed_calibration_costs_the_draft_tree_not_the_completion() {
+    use copilotd_test_support::synthetic::{self, Family, GgmlDType, Shape};
+    let dir = tempfile::tempdir().unwrap();
+    // A context shorter than the largest calibration pass (32 nodes) cannot be calibrated.
+    let shape = Shape { context: 24, ..synthetic::TINY };
+    let written =
+        synthetic::write_shaped(dir.path(), Family::StarCoder, &shape, "Q8_0", &|_, _| GgmlDType::Q8_0, false);
+    std::fs::write(dir.path().join("ok.py"), "def total(xs):\n    result = 0\n    \n    return result\n").unwrap();
+    let mut args = complete_args(dir.path().to_str().unwrap(), "ok.py", "3", "5");
+    args.extend(["--model", written.model.to_str().unwrap(), "--strategy", "pld", "--max-tokens", "40", "--json"]);
+    let output = copilotd_in(dir.path(), &args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let completion = completion_json(&output);
+    assert_eq!(stderr.matches("copilotd: warning: cost calibration failed").count(), 1, "{stderr}");
+    assert!(stderr.contains("shorter than the largest calibration pass"), "{stderr}");
+    let used = completion["prompt_tokens"].as_u64().unwrap() + completion["new_tokens"].as_u64().unwrap();
+    assert!(used <= 25, "the generation stays within the context: {completion}");
+}
+
 /// `copilotd` with the test model and the cache and configuration directories of `dir`.
 fn copilotd_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_copilotd"))

@@ -17,6 +17,8 @@ use std::time::Instant;
 /// What the decode loop needs from a model (see `copilotd-model`).
 pub trait TreeModel {
     fn vocab_size(&self) -> usize;
+    /// Most tokens the cache holds: positions past it are never fed to the model.
+    fn context_length(&self) -> usize;
     fn cache_len(&self) -> usize;
     fn truncate(&mut self, len: usize);
     /// Appends `tokens` to the KV cache; returns the logits of the last one.
@@ -45,6 +47,8 @@ pub enum StopReason {
     /// While healing white space the person typed (the indentation of the cursor's line), the
     /// model's own choice laid it out otherwise (a dedent, most often): nothing follows it.
     Indentation,
+    /// The model's context is full: the next token would sit past the last position it holds.
+    ContextFull,
 }
 
 /// Why a generation produced no text.
@@ -446,6 +450,10 @@ impl<M: TreeModel> Session<M> {
                 return Err(DecodeError::Cancelled(reason));
             }
 
+            // The pending token takes a position, and each draft level one more.
+            let Some(room) = self.model.context_length().checked_sub(self.model.cache_len() + 1) else {
+                break StopReason::ContextFull;
+            };
             let draft_started = Instant::now();
             // A healing step verifies its root alone: the token after it is chosen among some.
             let (node_budget, max_depth) = if healing_left.is_some() { (0, 0) } else { budget.limits() };
@@ -456,7 +464,7 @@ impl<M: TreeModel> Session<M> {
                 }
             }
             let remaining = options.max_new_tokens - output.len();
-            let mut tree = tree::build(pending, &candidates, node_budget, max_depth.min(remaining));
+            let mut tree = tree::build(pending, &candidates, node_budget, max_depth.min(remaining).min(room));
             let selected = budget.select(&tree, self.model.cache_len());
             if selected.len() + 1 < tree.len() {
                 tree = tree.keep(&selected);

@@ -268,3 +268,22 @@ fn each_pass_is_recorded_with_its_nodes_and_the_cache_under_it() {
         assert!((1..=pair[0].0).contains(&kept), "step {step} kept {kept} of {} nodes", pair[0].0);
     }
 }
+
+#[test]
+fn a_generation_ends_where_the_context_is_full_and_drafts_never_pass_it() {
+    let prompt = [1, 2, 3, 4, 5, 1, 2, 3];
+    let context = prompt.len() + 20;
+    let (reference, _) = run(&mut Session::new(ToyModel::default()), &prompt, &options(60), None);
+    // The last token is chosen from the logits at the context's last position.
+    let fits = context - prompt.len() + 1;
+    let mut oracle = Oracle { truth: reference.clone(), prompt_len: prompt.len() };
+    for drafter in [None, Some(&mut oracle as &mut dyn Drafter)] {
+        let mut never = |_: &[u32]| false;
+        let hooks = DecodeHooks { stop: &mut never, cancel: &CancelToken::new() };
+        let budget = &mut FixedBudget { nodes: 16, depth: 6 };
+        let mut session = Session::new(ToyModel::with_context(context));
+        let generation = session.generate(&prompt, &options(60), drafter, budget, hooks).unwrap();
+        assert_eq!(generation.stop, StopReason::ContextFull);
+        assert_eq!(generation.tokens, reference[..fits]);
+    }
+}

@@ -60,6 +60,9 @@ pub struct Config {
     pub rope_theta: f32,
     /// Linear RoPE scaling: positions are divided by this factor (1 = none).
     pub rope_scale: f32,
+    /// A divisor of each pair's rotary frequency (GGUF `rope_freqs.weight`: Llama 3.1's
+    /// `rope_type: llama3` as llama.cpp stores it); empty: none.
+    pub rope_factors: Vec<f32>,
     pub rope_style: RopeStyle,
 }
 
@@ -89,6 +92,16 @@ impl Config {
         }
         if !(self.rope_theta > 0.0 && self.rope_scale > 0.0 && self.rms_eps >= 0.0) {
             bail!("invalid model config: rope theta, rope scale or rms epsilon out of range");
+        }
+        if !self.rope_factors.is_empty() && self.rope_factors.len() != self.head_dim / 2 {
+            bail!(
+                "invalid model config: {} RoPE frequency factors for {} pairs of a head's dimensions",
+                self.rope_factors.len(),
+                self.head_dim / 2
+            );
+        }
+        if self.rope_factors.iter().any(|f| !(f.is_finite() && *f > 0.0)) {
+            bail!("invalid model config: a RoPE frequency factor is not a positive number");
         }
         Ok(())
     }

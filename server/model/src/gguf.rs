@@ -139,6 +139,7 @@ impl GgufFile {
     pub fn open(path: &Path) -> Result<Self> {
         let file = File::open(path).with_context(|| format!("cannot open model file {}", path.display()))?;
         let mut file = BufReader::new(file);
+        crate::gguf_alignment::check(&mut file)?;
         let content = Content::read(&mut file).map_err(|e| {
             let message = first_line(&e);
             match message.strip_prefix("unknown dtype for tensor ").and_then(|t| t.parse::<u32>().ok()) {
@@ -160,8 +161,9 @@ impl GgufFile {
         tokenizer::from_gguf_metadata(&self.metadata())
     }
 
-    /// Model hyper-parameters from `<arch>.*` keys.
-    pub fn config(&self) -> Result<Config> {
+    /// Model hyper-parameters from `<arch>.*` keys (and the RoPE frequency factors' tensor).
+    pub fn config(&mut self) -> Result<Config> {
+        let rope_factors = self.rope_factors()?;
         let md = self.metadata();
         let arch = md.string("general.architecture")?;
         let family = Family::parse(arch)?;
@@ -198,6 +200,7 @@ impl GgufFile {
             rms_eps: md.opt_f32(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
             rope_theta: md.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_scale,
+            rope_factors,
             // llama.cpp permutes Llama q/k weights to pair adjacent dimensions;
             // Qwen2 weights keep Hugging Face's half-split pairing.
             rope_style: match family {
@@ -207,6 +210,15 @@ impl GgufFile {
         };
         config.validate()?;
         Ok(config)
+    }
+
+    /// The divisors of each pair's rotary frequency in `rope_freqs.weight`; empty without it.
+    fn rope_factors(&mut self) -> Result<Vec<f32>> {
+        const NAME: &str = "rope_freqs.weight";
+        if !self.contains(NAME) {
+            return Ok(Vec::new());
+        }
+        self.read(NAME)?.to_vec1()
     }
 
     /// The tensors as declared in the header, for [`crate::memory::needed`]; a model without

@@ -16,6 +16,7 @@ mod config;
 #[cfg(target_arch = "x86_64")]
 mod frame;
 mod gguf;
+mod gguf_alignment;
 mod groups;
 mod kernel;
 mod kv;
@@ -125,6 +126,19 @@ pub struct ModelInfo {
     /// Why the kernel is not the one asked for, if it is not.
     pub kernel_warning: Option<String>,
 }
+
+/// The error of a forward pass whose logits are NaN or infinite: weights damaged at conversion or
+/// overflowing (an `inf` in an f16 file). The model's output would be garbage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NonFiniteLogits;
+
+impl std::fmt::Display for NonFiniteLogits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the model produced non-finite logits: its weights are damaged")
+    }
+}
+
+impl std::error::Error for NonFiniteLogits {}
 
 /// The first line of an error's message: candle appends a backtrace to its errors when
 /// `RUST_BACKTRACE` is set, and our errors are one line.

@@ -73,6 +73,11 @@ pub(crate) trait TensorSource {
     fn name_of(&self, slot: Slot) -> String;
     fn contains(&self, name: &str) -> bool;
     fn read(&mut self, name: &str) -> Result<RawWeight>;
+    /// Whether a missing output matrix means the head reuses the embedding table (a GGUF file
+    /// has none then); `false` when the file says the two are separate.
+    fn ties_embeddings(&self) -> bool {
+        true
+    }
 }
 
 pub(crate) struct Layer {
@@ -168,10 +173,13 @@ pub(crate) fn build(src: &mut dyn TensorSource, cfg: &Config, conv: &Converter) 
     }
     let norm = r.vector(Slot::Norm, h)?;
     // Tied embeddings (no separate output matrix): the head reuses the embedding table.
-    let head = if r.has(Slot::Output) {
-        r.read(Slot::Output, &[cfg.vocab_size, h])?
-    } else {
-        r.read(Slot::Embed, &[cfg.vocab_size, h])?
+    let head = match (r.has(Slot::Output), r.src.ties_embeddings()) {
+        (true, _) => r.read(Slot::Output, &[cfg.vocab_size, h])?,
+        (false, true) => r.read(Slot::Embed, &[cfg.vocab_size, h])?,
+        (false, false) => bail!(
+            "tensor '{}' is missing and the embeddings are not tied (tie_word_embeddings: false)",
+            r.src.name_of(Slot::Output)
+        ),
     };
     let lm_head = conv.linear(vec![head], None)?;
     let embed = match embed {

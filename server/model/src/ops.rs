@@ -137,13 +137,18 @@ pub struct Rotation {
 }
 
 impl Rotation {
-    pub fn new(position: usize, head_dim: usize, theta: f32, scale: f32) -> Self {
+    /// The rotation at `position`, the frequency of pair `i` divided by `factors[i]` where
+    /// there are factors (none: the plain frequencies).
+    pub fn new(position: usize, head_dim: usize, theta: f32, scale: f32, factors: &[f32]) -> Self {
         let half = head_dim / 2;
         let pos = position as f64 / scale as f64;
         let (mut cos, mut sin) = (Vec::with_capacity(half), Vec::with_capacity(half));
         for i in 0..half {
             let inv_freq = (theta as f64).powf(-2.0 * i as f64 / head_dim as f64);
-            let angle = pos * inv_freq;
+            let mut angle = pos * inv_freq;
+            if let Some(&factor) = factors.get(i) {
+                angle /= factor as f64;
+            }
             cos.push(angle.cos() as f32);
             sin.push(angle.sin() as f32);
         }
@@ -210,11 +215,11 @@ mod tests {
     fn rotation_at_position_zero_is_identity_and_preserves_norm() {
         let mut x: Vec<f32> = (0..8).map(|i| i as f32 - 3.5).collect();
         let orig = x.clone();
-        Rotation::new(0, 8, 10000.0, 1.0).apply(&mut x, RopeStyle::Half);
+        Rotation::new(0, 8, 10000.0, 1.0, &[]).apply(&mut x, RopeStyle::Half);
         assert_eq!(x, orig);
         for style in [RopeStyle::Half, RopeStyle::Interleaved] {
             let mut y = orig.clone();
-            Rotation::new(37, 8, 10000.0, 1.0).apply(&mut y, style);
+            Rotation::new(37, 8, 10000.0, 1.0, &[]).apply(&mut y, style);
             assert!((dot(&y, &y) - dot(&orig, &orig)).abs() < 1e-3);
             assert_ne!(y, orig);
         }

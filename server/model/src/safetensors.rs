@@ -18,6 +18,8 @@ pub(crate) struct SafetensorsDir {
     pub eos: Vec<u32>,
     /// `add_bos_token` of `tokenizer_config.json` (false when absent).
     pub adds_bos: bool,
+    /// `tie_word_embeddings` (true when absent).
+    tied: bool,
     tensors: HashMap<String, Tensor>,
 }
 
@@ -41,6 +43,7 @@ impl SafetensorsDir {
             bos: token_ids(json.get("bos_token_id")).first().copied(),
             eos: token_ids(json.get("eos_token_id")),
             adds_bos: adds_bos(dir),
+            tied: json.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(true),
             tensors,
         })
     }
@@ -103,16 +106,12 @@ fn parse_config(json: &Value) -> Result<Config> {
         None if heads > 0 => hidden / heads,
         None => 0,
     };
-    let rope_scale = match json.get("rope_scaling") {
-        None | Some(Value::Null) => 1.0,
-        Some(s) => {
-            let kind = s.get("rope_type").or_else(|| s.get("type")).and_then(Value::as_str).unwrap_or("");
-            if kind != "linear" {
-                bail!("unsupported rope_scaling type '{kind}' (supported: linear)");
-            }
-            s.get("factor").and_then(Value::as_f64).unwrap_or(1.0) as f32
-        }
-    };
+    // transformers 5 keeps θ and the scaling in `rope_parameters`; earlier versions keep θ at
+    // the top level and the scaling in `rope_scaling`.
+    let rope = json.get("rope_parameters").filter(|p| !p.is_null());
+    let theta = rope.and_then(|p| p.get("rope_theta")).or_else(|| json.get("rope_theta"));
+    let rope_theta = theta.and_then(Value::as_f64).unwrap_or(10_000.0) as f32;
+    let rope_scale = rope_scale(rope.or_else(|| json.get("rope_scaling")))?;
     let config = Config {
         family,
         hidden,
@@ -124,12 +123,25 @@ fn parse_config(json: &Value) -> Result<Config> {
         vocab_size: num("vocab_size")?,
         context_length: num("max_position_embeddings")?,
         rms_eps: float("rms_norm_eps", 1e-6),
-        rope_theta: float("rope_theta", 10_000.0),
+        rope_theta,
         rope_scale,
+        rope_factors: Vec::new(),
         rope_style: RopeStyle::Half,
     };
     config.validate()?;
     Ok(config)
+}
+
+/// The linear RoPE scaling factor of a `rope_scaling` or `rope_parameters` object (1: none;
+/// `"default"` is transformers' name for no scaling).
+fn rope_scale(scaling: Option<&Value>) -> Result<f32> {
+    let Some(scaling) = scaling.filter(|s| !s.is_null()) else { return Ok(1.0) };
+    let kind = scaling.get("rope_type").or_else(|| scaling.get("type")).and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "default" => Ok(1.0),
+        "linear" => Ok(scaling.get("factor").and_then(Value::as_f64).unwrap_or(1.0) as f32),
+        _ => bail!("unsupported rope_scaling type '{kind}' (supported: linear)"),
+    }
 }
 
 impl TensorSource for SafetensorsDir {
@@ -148,6 +160,13 @@ impl TensorSource for SafetensorsDir {
 
     fn read(&mut self, name: &str) -> Result<RawWeight> {
         let t = self.tensors.get(name).with_context(|| format!("tensor '{name}' is missing"))?;
+        if !t.dtype().is_float() {
+            bail!("tensor '{name}' has dtype {:?}; expected a float type (F32, F16, BF16)", t.dtype());
+        }
         Ok(RawWeight::Dense(t.clone()))
+    }
+
+    fn ties_embeddings(&self) -> bool {
+        self.tied
     }
 }

@@ -37,6 +37,7 @@ fn load_gguf(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let mut file = GgufFile::open(path)?;
     let config = file.config()?;
     let tokenizer = file.tokenizer()?;
+    check_vocabulary(&tokenizer, &config)?;
     memory::ensure_fits(memory::needed(&file.declared(), opts.weights), memory::available(), opts.weights)?;
     let choice = kernel::choose(opts.kernel);
     let conv = Converter::new(opts.weights, choice.kernel);
@@ -64,6 +65,7 @@ fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     memory::ensure_fits(SafetensorsDir::file_bytes(dir)?, memory::available(), opts.weights)?;
     let mut st = SafetensorsDir::open(dir)?;
     let config = st.config.clone();
+    check_vocabulary(&tokenizer, &config)?;
     let choice = kernel::choose(opts.kernel);
     let conv = Converter::new(opts.weights, choice.kernel);
     let weights = loader::build(&mut st, &config, &conv)?;
@@ -72,11 +74,21 @@ fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let bos = st.bos;
     let fim_bos = bos.filter(|_| st.adds_bos);
     Ok(Loaded {
-        info: info(file_stem(dir), &config, &tokenizer, (&conv, choice), &weights, (bos, fim_bos), eos),
+        info: info(file_name(dir), &config, &tokenizer, (&conv, choice), &weights, (bos, fim_bos), eos),
         config,
         tokenizer,
         weights,
     })
+}
+
+/// Refuses a tokenizer with ids the embedding has no row for (more rows than tokens is how
+/// Qwen pads its table: those ids are never generated, see [`crate::Model`]).
+fn check_vocabulary(tokenizer: &Tokenizer, config: &Config) -> Result<()> {
+    let tokens = tokenizer.vocab_size();
+    if tokens > config.vocab_size {
+        bail!("the tokenizer has {tokens} tokens but the model only {} embedding rows", config.vocab_size);
+    }
+    Ok(())
 }
 
 fn info(
@@ -133,6 +145,12 @@ fn end_of_text_tokens(tokenizer: &Tokenizer) -> Vec<u32> {
     END.iter().filter_map(|t| tokenizer.token_to_id(t)).collect()
 }
 
+/// A file's name without its extension (`model.gguf`: `model`).
 fn file_stem(path: &Path) -> String {
     path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
+}
+
+/// A directory's whole name, dots included (`Qwen2.5-Coder-0.5B`).
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
 }

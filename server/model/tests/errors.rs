@@ -5,7 +5,7 @@ mod common;
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
-use copilotd_model::{LoadOptions, Model};
+use copilotd_model::{LoadOptions, Model, NonFiniteLogits, WeightFormat};
 use copilotd_test_support::synthetic::{self, Family};
 use std::path::Path;
 
@@ -52,6 +52,26 @@ fn unsupported_architecture() {
 }
 
 #[test]
+fn an_alignment_of_zero_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("align0.gguf");
+    write_gguf(&path, &[("general.architecture", Value::String("llama".into())), ("general.alignment", Value::U32(0))]);
+    let err = load_error(&path);
+    assert!(err.contains("not a valid GGUF file") && err.contains("general.alignment is 0"), "{err}");
+}
+
+#[test]
+fn a_tokenizer_larger_than_the_embedding_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = synthetic::Vocab::of(Family::StarCoder).tokens.len();
+    let shape = synthetic::Shape { rows: Some(tokens - 8), ..synthetic::TINY };
+    let written = synthetic::write_shaped(dir.path(), Family::StarCoder, &shape, "F32", &|_, _| GgmlDType::F32, false);
+    let err = load_error(&written.model);
+    let expected = format!("the tokenizer has {tokens} tokens but the model only {} embedding rows", tokens - 8);
+    assert!(err.contains(&expected), "{err}");
+}
+
+#[test]
 fn missing_hyper_parameter() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("llama.gguf");
@@ -92,6 +112,45 @@ fn broken_safetensors_directories() {
     assert!(err.contains("model.safetensors"), "{err}");
     std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
     assert!(load_error(dir.path()).contains("no .safetensors files"));
+}
+
+#[test]
+fn untied_weights_without_a_head_and_integer_weights_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    common::tiny::write(dir.path(), false, DType::F32);
+    let config = dir.path().join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("\"tie_word_embeddings\":true", "\"tie_word_embeddings\":false")).unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains("tensor 'lm_head.weight' is missing and the embeddings are not tied"), "{err}");
+    std::fs::write(&config, text).unwrap();
+    let path = dir.path().join("model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    let up = "model.layers.0.mlp.up_proj.weight";
+    tensors.insert(up.into(), tensors[up].to_dtype(DType::U32).unwrap());
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    let err = load_error(dir.path());
+    assert!(err.contains(&format!("tensor '{up}' has dtype U32; expected a float type")), "{err}");
+}
+
+#[test]
+fn damaged_weights_give_a_typed_error_not_garbage() {
+    let dir = tempfile::tempdir().unwrap();
+    common::tiny::write(dir.path(), false, DType::F32);
+    let path = dir.path().join("model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    // One overflowing value, as an f16 conversion leaves it.
+    let down = "model.layers.1.mlp.down_proj.weight";
+    let mut values = tensors[down].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    values[5] = f32::INFINITY;
+    tensors.insert(down.into(), Tensor::from_vec(values, tensors[down].shape(), &Device::Cpu).unwrap());
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    for weights in [WeightFormat::F32, WeightFormat::Q8_0] {
+        let mut model = Model::load(dir.path(), &LoadOptions { weights, ..LoadOptions::default() }).unwrap();
+        let err = model.prefill(&[1, 2, 3]).unwrap_err();
+        assert_eq!(err.downcast_ref::<NonFiniteLogits>(), Some(&NonFiniteLogits), "{weights:?}: {err:#}");
+        assert_eq!(err.to_string(), "the model produced non-finite logits: its weights are damaged");
+    }
 }
 
 #[test]

@@ -10,9 +10,11 @@
 
 mod common;
 
-use candle_core::quantized::GgmlDType;
+use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
 use common::{argmax, exact};
 use copilotd_model::{LoadOptions, Model, RepoTokens, WeightFormat};
+use copilotd_test_support::ggml;
 use copilotd_test_support::synthetic::{self, Family, Written};
 use std::path::Path;
 
@@ -137,7 +139,10 @@ fn converted_logits_match_the_f32_reference_within_tolerance() {
             a.keep_path(&[0]).unwrap();
         }
         let (mut worst, mut agree) = (0f32, 0);
+        // The columns of padded embedding rows are −∞ in both.
+        let tokens = a.tokenizer().vocab_size();
         for (x, y) in ra.iter().zip(&rb) {
+            let (x, y) = (&x[..tokens], &y[..tokens]);
             let mean = y.iter().sum::<f32>() / y.len() as f32;
             let std = (y.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / y.len() as f32).sqrt();
             let max_abs = x.iter().zip(y).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
@@ -167,6 +172,63 @@ fn tree_passes_and_speculative_decoding_equal_one_token_decoding() {
         let guess = |i: usize| if i.is_multiple_of(3) { (ar[i.min(11)] + 7) % 100 } else { ar[i.min(11)] };
         assert_eq!(speculative(&mut m, &ids, 12, &guess), ar, "{family:?} {dtype}");
     });
+}
+
+/// `model` written again to `out` with `metadata` and `tensors` added.
+fn with_extras(model: &Path, out: &Path, metadata: Vec<(String, Value)>, tensors: Vec<(String, QTensor)>) {
+    let mut file = std::fs::File::open(model).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    let mut all_metadata: Vec<(String, Value)> = content.metadata.clone().into_iter().collect();
+    all_metadata.extend(metadata);
+    let mut all_tensors: Vec<(String, QTensor)> = content
+        .tensor_infos
+        .keys()
+        .map(|name| (name.clone(), content.tensor(&mut file, name, &candle_core::Device::Cpu).unwrap()))
+        .collect();
+    all_tensors.extend(tensors);
+    synthetic::write_gguf(out, &all_metadata, &all_tensors);
+}
+
+#[test]
+fn rope_frequency_factors_divide_each_pairs_frequency() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = synthetic::write(dir.path(), Family::StarCoder, GgmlDType::F32);
+    // Every pair's frequency halved (a power of two: exact) is linear scaling by 2.
+    let pairs = synthetic::HIDDEN / synthetic::HEADS / 2;
+    let halves = ggml::encode(GgmlDType::F32, &vec![2.0; pairs]).0;
+    let (factors, linear) = (dir.path().join("factors.gguf"), dir.path().join("linear.gguf"));
+    let factors_tensor = synthetic::tensor(halves, GgmlDType::F32, &[pairs]);
+    with_extras(&w.model, &factors, Vec::new(), vec![("rope_freqs.weight".into(), factors_tensor)]);
+    let scaling = vec![
+        ("llama.rope.scaling.type".into(), Value::String("linear".into())),
+        ("llama.rope.scaling.factor".into(), Value::F32(2.0)),
+    ];
+    with_extras(&w.model, &linear, scaling, Vec::new());
+    let logits = |path: &Path| {
+        let mut m = load(path, WeightFormat::F32);
+        let ids = prompt(&m);
+        m.prefill(&ids).unwrap()
+    };
+    let by_factors = logits(&factors);
+    assert_eq!(by_factors, logits(&linear));
+    assert_ne!(by_factors, logits(&w.model), "the factors change the logits");
+}
+
+#[test]
+fn ids_past_the_tokenizer_are_never_chosen() {
+    // Qwen2.5-Coder pads its embedding rows past the tokenizer's ids, as the synthetic one does.
+    let dir = tempfile::tempdir().unwrap();
+    let w = synthetic::write(dir.path(), Family::QwenCoder, GgmlDType::Q8_0);
+    let mut m = load(&w.model, WeightFormat::Auto);
+    let (tokens, width) = (m.tokenizer().vocab_size(), m.info().vocab_size);
+    assert!(tokens < width, "{tokens} tokens, {width} rows");
+    let ids = prompt(&m);
+    let mut rows = m.prefill(&ids[..ids.len() - 2]).unwrap();
+    rows.extend(m.forward_tree(&ids[ids.len() - 2..], &[None, Some(0)]).unwrap());
+    for row in rows.chunks_exact(width) {
+        assert!(row[..tokens].iter().all(|x| x.is_finite()));
+        assert!(row[tokens..].iter().all(|&x| x == f32::NEG_INFINITY));
+    }
 }
 
 #[test]

@@ -67,6 +67,50 @@ fn qwen2_biases_are_applied() {
     assert_ne!(with_bias, without);
 }
 
+/// The logits after a few tokens of the tiny Llama in `dir` once its config.json is `edit`ed.
+fn logits_with_config(dir: &std::path::Path, edit: impl FnOnce(&mut serde_json::Value)) -> Vec<f32> {
+    let path = dir.join("config.json");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&original).unwrap();
+    edit(&mut config);
+    std::fs::write(&path, config.to_string()).unwrap();
+    let logits = load(dir, WeightFormat::F32).prefill(&[1, 2, 3, 4, 5, 6]).unwrap();
+    std::fs::write(&path, original).unwrap();
+    logits
+}
+
+#[test]
+fn transformers_5_rope_parameters_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny::write(dir.path(), false, DType::F32);
+    let theta = logits_with_config(dir.path(), |c| c["rope_theta"] = 100_000.0.into());
+    let parameters = logits_with_config(dir.path(), |c| {
+        c.as_object_mut().unwrap().remove("rope_theta");
+        c["rope_parameters"] = serde_json::json!({"rope_type": "default", "rope_theta": 100_000.0});
+    });
+    assert_eq!(parameters, theta);
+    assert_ne!(logits_with_config(dir.path(), |_| {}), theta, "θ changes the logits");
+    // transformers' "default" scaling is no scaling, in either place.
+    let unscaled = logits_with_config(dir.path(), |_| {});
+    let default = logits_with_config(dir.path(), |c| c["rope_scaling"] = serde_json::json!({"rope_type": "default"}));
+    assert_eq!(default, unscaled);
+    let linear = |c: &mut serde_json::Value| {
+        c["rope_parameters"] = serde_json::json!({"rope_type": "linear", "factor": 4.0, "rope_theta": 10_000.0});
+    };
+    let scaled =
+        logits_with_config(dir.path(), |c| c["rope_scaling"] = serde_json::json!({"type": "linear", "factor": 4.0}));
+    assert_eq!(logits_with_config(dir.path(), linear), scaled);
+}
+
+#[test]
+fn a_directory_name_keeps_its_dots() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("Tiny-0.5B-Instruct");
+    std::fs::create_dir(&model).unwrap();
+    tiny::write(&model, false, DType::F32);
+    assert_eq!(load(&model, WeightFormat::F32).info().name, "Tiny-0.5B-Instruct");
+}
+
 #[test]
 fn context_length_and_vocabulary_are_enforced() {
     let dir = tempfile::tempdir().unwrap();

@@ -82,7 +82,10 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
     if strategy != Strategy::Ar {
         // Measured once per model and machine, then cached (the daemon measures in the background,
         // and again later to confirm it; a one-off command takes the cached curve as it is).
-        completer.calibrate(Unconfirmed::Use)?;
+        // Without it drafting keeps a small fixed tree, as in the daemon.
+        if let Err(error) = completer.calibrate(Unconfirmed::Use) {
+            eprintln!("copilotd: warning: cost calibration failed: {error}; drafting keeps a small fixed tree");
+        }
     }
     // Without the common store (a cache directory that cannot be written), drafts come from the
     // other sources, as in the daemon.

@@ -29,7 +29,8 @@ use std::time::{Duration, Instant, SystemTime};
 /// 1.0–1.2 ms at 1,536 cached tokens, AVX-512 VNNI; the line between t(4) and t(6) missed it).
 const CALIBRATION_NODES: [usize; 9] = [1, 2, 3, 4, 5, 6, 8, 16, 32];
 /// Cache lengths under the calibration passes: a short one and the longest
-/// default prompt window; the cost between and beyond is interpolated.
+/// default prompt window; the cost between and beyond is interpolated. A model with a shorter
+/// context is measured at lengths it holds ([`lengths_within`]).
 const CALIBRATION_CACHES: [usize; 2] = [256, 2048];
 /// Timed passes per node count (the median is kept): on a shared machine three were
 /// too few for a stable curve.
@@ -157,12 +158,18 @@ fn measure_lengths(
 ) -> Result<Measured> {
     let held = model.cache_len();
     let largest = nodes.iter().copied().max().unwrap_or(1);
+    let context = model.info().context_length;
+    // The longest cache the largest pass fits on.
+    let room = context.checked_sub(largest).with_context(|| {
+        format!("the model's context of {context} tokens is shorter than the largest calibration pass ({largest})")
+    })?;
     let lengths = lengths_above(caches, held);
-    if held > 0 && lengths.last().is_some_and(|&last| last + largest > model.info().context_length) {
+    if held > 0 && lengths.last().is_some_and(|&last| last > room) {
         // No room above the cached prompt: measure from an empty cache.
         model.truncate(0);
         return measure_lengths(model, caches, nodes, repeats, interrupt);
     }
+    let lengths = lengths_within(&lengths, room);
     let mut curves = Vec::new();
     let mut disturbed = false;
     for cache in lengths {
@@ -191,6 +198,18 @@ enum Measured {
 fn lengths_above(caches: &[usize], held: usize) -> Vec<usize> {
     let shift = caches.first().map_or(0, |&first| held.saturating_sub(first));
     caches.iter().map(|&cache| cache + shift).collect()
+}
+
+/// `lengths` cut to `room` (a model with a short context), each kept only while longer than
+/// the one before it.
+fn lengths_within(lengths: &[usize], room: usize) -> Vec<usize> {
+    let mut within: Vec<usize> = Vec::with_capacity(lengths.len());
+    for length in lengths.iter().map(|&length| length.min(room)) {
+        if within.last().is_none_or(|&last| length > last) {
+            within.push(length);
+        }
+    }
+    within
 }
 
 /// The median time of each node count.
@@ -426,6 +445,14 @@ mod tests {
         assert_eq!(lengths_above(&CALIBRATION_CACHES, 0), vec![256, 2048]);
         assert_eq!(lengths_above(&CALIBRATION_CACHES, 256), vec![256, 2048]);
         assert_eq!(lengths_above(&CALIBRATION_CACHES, 900), vec![900, 2692]);
+    }
+
+    #[test]
+    fn calibration_lengths_fit_in_the_context() {
+        assert_eq!(lengths_within(&CALIBRATION_CACHES, 8192 - 32), vec![256, 2048]);
+        assert_eq!(lengths_within(&CALIBRATION_CACHES, 2048 - 32), vec![256, 2016]);
+        assert_eq!(lengths_within(&CALIBRATION_CACHES, 256 - 32), vec![224], "one length when both collapse");
+        assert_eq!(lengths_within(&CALIBRATION_CACHES, 256), vec![256]);
     }
 
     #[test]

@@ -153,6 +153,7 @@ impl CompletionStats {
                 StopReason::EndOfText => "end_of_text",
                 StopReason::StopRule => "stop_rule",
                 StopReason::Indentation => "indentation",
+                StopReason::ContextFull => "context_full",
             },
         }
     }
@@ -497,7 +498,8 @@ impl Completer {
         Ok(self.prompt(request)?)
     }
 
-    /// The prompt of a request (its cursor checked by the caller): FIM when the model has FIM
+    /// The prompt of a request (its cursor checked by the caller), within the model's context
+    /// less the room of the request's generation and its deepest draft: FIM when the model has FIM
     /// tokens and FIM is on, after files of the repository when the model has repository-level
     /// tokens, repository context is on and the buffer has a path.
     pub fn prompt(&self, request: &CompletionRequest) -> Result<prompt::Prompt> {
@@ -508,7 +510,9 @@ impl Completer {
             }
             _ => None,
         };
-        prompt::build(&self.tokenizer, request.text, request.cursor, &self.settings.prompt, fim, repo.as_ref())
+        let generation = request.max_tokens + self.settings.budget.max_depth + 1;
+        let budget = self.settings.prompt.within_context(self.info.context_length, generation);
+        prompt::build(&self.tokenizer, request.text, request.cursor, &budget, fim, repo.as_ref())
     }
 
     /// The model's FIM tokens when prompts use them (the model has them and FIM is on): the
@@ -641,8 +645,38 @@ fn whole_lines(kept: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::stop::{BlockSyntax, StopRules};
-    use super::{after_cursor, final_text, whole_lines, StopReason};
+    use super::*;
+
+    #[test]
+    fn a_model_with_a_short_context_completes_a_long_file_within_it() {
+        use copilotd_test_support::synthetic::{self, Family, GgmlDType};
+        let dir = tempfile::tempdir().unwrap();
+        let written = synthetic::write(dir.path(), Family::StarCoder, GgmlDType::Q8_0);
+        let model = Model::load(&written.model, &LoadOptions::default()).unwrap();
+        let context = model.info().context_length;
+        let settings = EngineSettings { fim: false, ..EngineSettings::default() };
+        let mut completer = Completer::new(model, settings);
+        let text = format!("{}total = total", "total = total + 1\n".repeat(400));
+        for (strategy, max_tokens) in [(Strategy::Ar, 40), (Strategy::Pld, 40), (Strategy::Pld, 2 * context)] {
+            let request = CompletionRequest {
+                text: &text,
+                cursor: text.len(),
+                path: None,
+                max_tokens,
+                strategy,
+                sampling: Sampling::GREEDY,
+                trigger: Trigger::Invoked,
+            };
+            let stats = completer.complete(&request, &CancelToken::new()).unwrap().stats;
+            let generation = (max_tokens + BudgetSettings::default().max_depth + 1).min(context / 2);
+            assert!(stats.prompt_tokens <= context - generation, "{strategy} {max_tokens}: {stats:?}");
+            // A generation asked for more than the context holds ends where it is full.
+            if max_tokens > context {
+                assert_eq!(stats.stop, "context_full", "{stats:?}");
+                assert_eq!(stats.prompt_tokens + stats.new_tokens, context + 1);
+            }
+        }
+    }
 
     #[test]
     fn the_text_after_the_cursor_starts_once_the_healed_text_is_restored() {

@@ -12,6 +12,10 @@ impl TreeModel for LoadedModel {
         self.0.info().vocab_size
     }
 
+    fn context_length(&self) -> usize {
+        self.0.info().context_length
+    }
+
     fn cache_len(&self) -> usize {
         self.0.cache_len()
     }

@@ -51,6 +51,16 @@ impl Default for PromptBudget {
     }
 }
 
+impl PromptBudget {
+    /// This budget within a model's context of `context` tokens that must also hold a
+    /// generation of `generation` tokens: what is left for the prompt, though at least half the
+    /// context (a generation asked for more ends where the context is full).
+    pub fn within_context(self, context: usize, generation: usize) -> PromptBudget {
+        let room = context - generation.min(context / 2);
+        PromptBudget { max_tokens: self.max_tokens.min(room), ..self }
+    }
+}
+
 /// A prompt ready for the model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prompt {
@@ -295,6 +305,16 @@ pub(super) mod tests {
             assert_eq!(prompt.iter().position(|&x| x == fim.middle).unwrap(), prompt.len() - 1);
             assert!(suffix_len < 16);
         }
+    }
+
+    #[test]
+    fn the_budget_leaves_the_generation_room_in_the_context() {
+        let budget = PromptBudget::default();
+        assert_eq!(budget.within_context(8192, 139).max_tokens, 2048, "a long context changes nothing");
+        assert_eq!(budget.within_context(2048, 139).max_tokens, 2048 - 139);
+        assert_eq!(budget.within_context(256, 139).max_tokens, 128, "at least half the context");
+        assert_eq!(budget.within_context(256, 100).max_tokens, 156);
+        assert_eq!(budget.within_context(1, 139).max_tokens, 1);
     }
 
     #[test]

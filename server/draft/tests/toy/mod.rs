@@ -12,6 +12,24 @@ pub struct ToyModel {
     cache: Vec<u32>,
     tree: Vec<Vec<u32>>,
     forwards: usize,
+    /// Most tokens the cache holds (`None`: no limit); a pass beyond fails, as the real model's.
+    context: Option<usize>,
+}
+
+impl ToyModel {
+    /// A toy model holding at most `context` tokens.
+    #[allow(dead_code)] // each test binary uses a subset
+    pub fn with_context(context: usize) -> Self {
+        ToyModel { context: Some(context), ..ToyModel::default() }
+    }
+
+    fn check_room(&self, extra: usize) -> Result<()> {
+        let needed = self.cache.len() + extra;
+        match self.context {
+            Some(context) if needed > context => anyhow::bail!("{needed} tokens exceed the context of {context}"),
+            _ => Ok(()),
+        }
+    }
 }
 
 pub fn toy_logits(sequence: &[u32]) -> Vec<f32> {
@@ -31,6 +49,9 @@ impl TreeModel for ToyModel {
     fn vocab_size(&self) -> usize {
         VOCAB
     }
+    fn context_length(&self) -> usize {
+        self.context.unwrap_or(usize::MAX)
+    }
     fn cache_len(&self) -> usize {
         self.cache.len()
     }
@@ -38,6 +59,7 @@ impl TreeModel for ToyModel {
         self.cache.truncate(len);
     }
     fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.check_room(tokens.len())?;
         self.cache.extend_from_slice(tokens);
         Ok(toy_logits(&self.cache))
     }
@@ -56,6 +78,7 @@ impl TreeModel for ToyModel {
             logits.extend(toy_logits(&sequence));
             self.tree.push(path);
         }
+        self.check_room(self.tree.iter().map(Vec::len).max().unwrap_or(0))?;
         Ok(logits)
     }
     fn keep_path(&mut self, path: &[usize]) -> Result<()> {
