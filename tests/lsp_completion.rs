@@ -38,13 +38,20 @@ fn last_stats(client: &mut copilotd_bench::lsp::client::StdioClient) -> Value {
 /// model loaded and calibrated (calibrating takes the model's cache: done first, so that prompt
 /// reuse shows in the tests); the workspace, the server and the document's uri.
 fn inventory_session(model: &Path, max_tokens: usize) -> (tempfile::TempDir, Harness, String) {
-    let workspace = tempfile::tempdir().unwrap();
-    std::fs::write(workspace.path().join("inventory.py"), inventory()).unwrap();
-    let mut harness = start(Some(workspace.path()), options(model, max_tokens));
-    let uri = uri(&workspace.path().join("inventory.py"));
-    open(&mut harness.client, &uri, &inventory());
+    let (workspace, mut harness, uri) = session_on(model, "inventory.py", &inventory(), max_tokens);
     wait_model(&mut harness.client);
     wait_calibrated(&mut harness.client);
+    (workspace, harness, uri)
+}
+
+/// A workspace whose file `name` holds `text`, and a daemon serving it with the file open (the
+/// file's URI last).
+fn session_on(model: &Path, name: &str, text: &str, max_tokens: usize) -> (tempfile::TempDir, Harness, String) {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join(name), text).unwrap();
+    let mut harness = start(Some(workspace.path()), options(model, max_tokens));
+    let uri = uri(&workspace.path().join(name));
+    open(&mut harness.client, &uri, text);
     (workspace, harness, uri)
 }
 
@@ -395,12 +402,8 @@ fn saved_preferences_file(home: &Path) -> Option<std::path::PathBuf> {
 fn the_preference_cache_survives_a_restart_and_a_damaged_one_is_rebuilt() {
     let model = model_path();
     let _serial = serial();
-    let workspace = tempfile::tempdir().unwrap();
     // A buffer continued at length: its output fills whole chunks of the cache (20 tokens).
-    std::fs::write(workspace.path().join("numbers.py"), ENDLESS).unwrap();
-    let uri = uri(&workspace.path().join("numbers.py"));
-    let mut harness = start(Some(workspace.path()), options(&model, 48));
-    open(&mut harness.client, &uri, ENDLESS);
+    let (workspace, mut harness, uri) = session_on(&model, "numbers.py", ENDLESS, 48);
     assert!(!complete(&mut harness.client, &uri, 11, 5).is_empty());
     assert!(harness.client.shutdown(QUICK).unwrap());
     let path = preferences_file(harness.home.path());
@@ -423,12 +426,8 @@ fn the_preference_cache_survives_a_restart_and_a_damaged_one_is_rebuilt() {
 fn what_was_learned_is_saved_a_while_after_it_and_when_the_daemon_is_stopped() {
     let model = model_path();
     let _serial = serial();
-    let workspace = tempfile::tempdir().unwrap();
-    std::fs::write(workspace.path().join("numbers.py"), ENDLESS).unwrap();
-    let uri = uri(&workspace.path().join("numbers.py"));
-    let mut harness = start(Some(workspace.path()), options(&model, 48));
+    let (_workspace, mut harness, uri) = session_on(&model, "numbers.py", ENDLESS, 48);
     let client = &mut harness.client;
-    open(client, &uri, ENDLESS);
     let response = client.call("textDocument/inlineCompletion", completion_params(&uri, 11, 5), SLOW).unwrap();
     let item = &response["result"][0];
     assert!(!item["insertText"].as_str().unwrap().is_empty(), "premise: a suggestion: {response}");
