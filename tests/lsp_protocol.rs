@@ -72,6 +72,7 @@ fn a_missing_model_is_shown_and_completions_answer_an_error() {
     let message = client.wait_for_method("window/showMessage", QUICK, |m| m["params"]["type"] == 1).unwrap();
     let text = message["params"]["message"].as_str().unwrap();
     assert!(text.contains("model not found"), "{text}");
+    assert!(text.contains("Check the `model` setting") && !text.contains("model fetch"), "a model chosen: {text}");
     let status = wait_model(client);
     assert_eq!(status["modelState"], "failed", "{status}");
     assert!(status["modelError"].as_str().unwrap().contains("nonexistent"), "{status}");

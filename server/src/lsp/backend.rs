@@ -158,12 +158,12 @@ impl Backend {
                     if model_files::default_model_needs_fetch(model.as_deref()) {
                         return model_download::offer(backend, error).await;
                     }
-                    backend.notify_user(
-                        MessageType::ERROR,
-                        format!(
-                            "copilotd: no completions: {error}. Set `model` to a GGUF file, or run `copilotd model fetch`."
-                        ),
-                    );
+                    // A model the person chose is theirs to check; the default one can be fetched again.
+                    let hint = match model {
+                        Some(_) => "Check the `model` setting: a GGUF file or a safetensors directory.",
+                        None => "Set `model` to a GGUF file, or run `copilotd model fetch`.",
+                    };
+                    backend.notify_user(MessageType::ERROR, format!("copilotd: no completions: {error}. {hint}"));
                 }
             }
         });
