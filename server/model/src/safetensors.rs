@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{Config, Family, RopeStyle};
 use crate::loader::{Slot, TensorSource};
+use crate::memory::{self, Declared};
 use crate::weights::RawWeight;
+use crate::WeightFormat;
+use candle_core::quantized::GgmlDType;
 
 /// The parsed `config.json` plus the tensors of every safetensors file.
 pub(crate) struct SafetensorsDir {
@@ -50,13 +53,54 @@ impl SafetensorsDir {
 }
 
 impl SafetensorsDir {
-    /// Total size of the `.safetensors` files in `dir`.
-    pub fn file_bytes(dir: &Path) -> Result<u64> {
-        safetensors_files(dir)?
-            .iter()
-            .map(|f| Ok(std::fs::metadata(f).with_context(|| format!("cannot read {}", f.display()))?.len()))
-            .sum()
+    /// About how many bytes loading `dir` with weights in `format` takes at its peak: the files
+    /// are read whole and held while every weight is converted, from their headers alone.
+    pub fn memory_needed(dir: &Path, format: WeightFormat) -> Result<u64> {
+        let mut held = 0;
+        let mut declared = Vec::new();
+        for file in safetensors_files(dir)? {
+            held += std::fs::metadata(&file).with_context(|| format!("cannot read {}", file.display()))?.len();
+            declared.extend(declared_tensors(&file)?);
+        }
+        Ok(held + memory::needed(&declared, format))
     }
+}
+
+/// Largest safetensors header read for the memory estimate (the format allows 100 MB).
+const MAX_HEADER_BYTES: u64 = 100 << 20;
+
+/// The tensors a `.safetensors` file declares in its header: an 8-byte little-endian length,
+/// then that much JSON naming each tensor's dtype and shape. Tied embeddings count twice (the
+/// output matrix is converted from the embedding).
+fn declared_tensors(file: &Path) -> Result<Vec<Declared>> {
+    use std::io::Read;
+    let unreadable = || format!("cannot read the header of {}", file.display());
+    let mut reader = std::fs::File::open(file).with_context(unreadable)?;
+    let mut length = [0u8; 8];
+    reader.read_exact(&mut length).with_context(unreadable)?;
+    let length = u64::from_le_bytes(length);
+    if length > MAX_HEADER_BYTES {
+        bail!("{} is not a safetensors file (its header would be {length} bytes)", file.display());
+    }
+    let mut header = vec![0u8; length as usize];
+    reader.read_exact(&mut header).with_context(unreadable)?;
+    let header: HashMap<String, Value> = serde_json::from_slice(&header).with_context(unreadable)?;
+    let declare = |entry: &Value| {
+        let shape: Vec<u64> = entry.get("shape")?.as_array()?.iter().map(Value::as_u64).collect::<Option<_>>()?;
+        let dtype = match entry.get("dtype")?.as_str()? {
+            "F16" => GgmlDType::F16,
+            "BF16" => GgmlDType::BF16,
+            // Refused later if not a float; counted at four bytes meanwhile.
+            _ => GgmlDType::F32,
+        };
+        Some(Declared { dtype, elements: shape.iter().product(), matrix: shape.len() >= 2 })
+    };
+    let mut declared: Vec<Declared> =
+        header.iter().filter(|(name, _)| *name != "__metadata__").filter_map(|(_, entry)| declare(entry)).collect();
+    if !header.contains_key("lm_head.weight") {
+        declared.extend(header.get("model.embed_tokens.weight").and_then(declare));
+    }
+    Ok(declared)
 }
 
 fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -168,5 +212,50 @@ impl TensorSource for SafetensorsDir {
 
     fn ties_embeddings(&self) -> bool {
         self.tied
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes `model.safetensors` in `dir`, declaring `tensors` (name, dtype, shape), its data
+    /// zeroed.
+    fn write(dir: &Path, tensors: &[(&str, &str, &[u64])]) {
+        let mut header = serde_json::Map::new();
+        let mut offset = 0u64;
+        for (name, dtype, shape) in tensors {
+            let size = shape.iter().product::<u64>() * if *dtype == "F32" { 4 } else { 2 };
+            let entry = serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]});
+            header.insert(name.to_string(), entry);
+            offset += size;
+        }
+        header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
+        let json = serde_json::to_vec(&header).unwrap();
+        let mut bytes = (json.len() as u64).to_le_bytes().to_vec();
+        bytes.extend(json);
+        bytes.resize(bytes.len() + offset as usize, 0);
+        std::fs::write(dir.join("model.safetensors"), bytes).unwrap();
+    }
+
+    #[test]
+    fn the_memory_estimate_counts_the_files_held_and_every_converted_weight() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &[("model.embed_tokens.weight", "BF16", &[1000, 64]), ("model.norm.weight", "F16", &[64])]);
+        let file = std::fs::metadata(dir.path().join("model.safetensors")).unwrap().len();
+        assert_eq!(declared_tensors(&dir.path().join("model.safetensors")).unwrap().len(), 3, "tied: counted twice");
+        // The file, two f32 matrices (embedding and output), an f32 norm, and the conversion's
+        // two f32 copies of the largest matrix.
+        let expected = file + 2 * 64_000 * 4 + 64 * 4 + 2 * 4 * 64_000;
+        assert_eq!(SafetensorsDir::memory_needed(dir.path(), WeightFormat::F32).unwrap(), expected);
+        assert!(SafetensorsDir::memory_needed(dir.path(), WeightFormat::Q8_0).unwrap() < expected);
+    }
+
+    #[test]
+    fn a_header_too_long_is_not_a_safetensors_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("model.safetensors"), u64::MAX.to_le_bytes()).unwrap();
+        let err = SafetensorsDir::memory_needed(dir.path(), WeightFormat::Auto).unwrap_err();
+        assert!(err.to_string().contains("is not a safetensors file"), "{err:#}");
     }
 }

@@ -61,8 +61,7 @@ fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
         bail!("no tokenizer.json in {}", dir.display());
     }
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
-    // The files are read whole before conversion: at least their size is needed.
-    memory::ensure_fits(SafetensorsDir::file_bytes(dir)?, memory::available(), opts.weights)?;
+    memory::ensure_fits(SafetensorsDir::memory_needed(dir, opts.weights)?, memory::available(), opts.weights)?;
     let mut st = SafetensorsDir::open(dir)?;
     let config = st.config.clone();
     check_vocabulary(&tokenizer, &config)?;
