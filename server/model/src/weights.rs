@@ -203,7 +203,7 @@ impl Converter {
         if let Some(blocks) = stored_q8_0_blocks(parts, k)? {
             return Ok(self.own_part(QuantMatrix::from_q8_0(&blocks, n, k, self.kernel)));
         }
-        let w = stack_f32(parts)?.flatten_all()?.to_vec1::<f32>()?;
+        let w = finite_values(parts)?;
         Ok(self.own_part(QuantMatrix::quantize(&w, n, k, self.kernel)))
     }
 
@@ -283,8 +283,18 @@ fn stack_f32(parts: &[RawWeight]) -> Result<Tensor> {
     Ok(Tensor::cat(&ts, 0)?)
 }
 
+/// The stacked parts' values as f32, refused when one is not a finite number (a damaged file,
+/// an overflowing conversion): it would make every pass NaN, or on some kernels silently zero.
+fn finite_values(parts: &[RawWeight]) -> Result<Vec<f32>> {
+    let values = stack_f32(parts)?.flatten_all()?.to_vec1::<f32>()?;
+    if values.iter().any(|v| !v.is_finite()) {
+        bail!("a weight is not a finite number: the model's weights are damaged");
+    }
+    Ok(values)
+}
+
 fn dense_part(parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
-    let w = stack_f32(parts)?.flatten_all()?.to_vec1::<f32>()?;
+    let w = finite_values(parts)?;
     Ok(Part { matmul: Matmul::Dense(w), k_in: k, n })
 }
 

@@ -5,7 +5,7 @@ mod common;
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
-use copilotd_model::{LoadOptions, Model, NonFiniteLogits, WeightFormat};
+use copilotd_model::{LoadOptions, Model, WeightFormat};
 use copilotd_test_support::synthetic::{self, Family};
 use std::path::Path;
 
@@ -145,11 +145,12 @@ fn damaged_weights_give_a_typed_error_not_garbage() {
     values[5] = f32::INFINITY;
     tensors.insert(down.into(), Tensor::from_vec(values, tensors[down].shape(), &Device::Cpu).unwrap());
     candle_core::safetensors::save(&tensors, &path).unwrap();
+    // Converted from floats: refused at load (on aarch64 the pass gave zeros, not NaN).
     for weights in [WeightFormat::F32, WeightFormat::Q8_0] {
-        let mut model = Model::load(dir.path(), &LoadOptions { weights, ..LoadOptions::default() }).unwrap();
-        let err = model.prefill(&[1, 2, 3]).unwrap_err();
-        assert_eq!(err.downcast_ref::<NonFiniteLogits>(), Some(&NonFiniteLogits), "{weights:?}: {err:#}");
-        assert_eq!(err.to_string(), "the model produced non-finite logits: its weights are damaged");
+        let Err(err) = Model::load(dir.path(), &LoadOptions { weights, ..LoadOptions::default() }) else {
+            panic!("{weights:?}: a damaged weight loaded");
+        };
+        assert!(format!("{err:#}").contains("a weight is not a finite number"), "{weights:?}: {err:#}");
     }
 }
 
