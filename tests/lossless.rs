@@ -225,6 +225,7 @@ fn spectra_and_auto_completions_equal_autoregressive() {
             text,
             cursor: text.len(),
             path: Some("module.py"),
+            language: None,
             max_tokens: 64,
             strategy: Strategy::Ar,
             sampling: Sampling::GREEDY,

@@ -16,6 +16,7 @@ fn request(text: &str, max_tokens: usize, strategy: Strategy) -> CompletionReque
         text,
         cursor: text.len(),
         path: Some("module.py"),
+        language: None,
         max_tokens,
         strategy,
         sampling: Sampling::GREEDY,

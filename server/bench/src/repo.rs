@@ -178,6 +178,7 @@ fn run_one(
         text: &task.cut_text,
         cursor: task.cursor,
         path: Some(&task.file),
+        language: None,
         max_tokens: bench.max_tokens,
         strategy,
         sampling: bench.sampling,

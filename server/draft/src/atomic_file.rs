@@ -43,8 +43,8 @@ fn temporary_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
 }
 
 /// Removes the files and folders in `dir` whose names begin with `prefix` and that were last
-/// modified longer than `age` ago: temporaries of a process killed before it could remove them.
-/// What cannot be removed is left (another user's, or gone meanwhile).
+/// modified longer than `age` ago: temporaries of a process killed before it could remove them,
+/// or caches left unused. What cannot be removed is left (another user's, or gone meanwhile).
 pub fn remove_stale(dir: &Path, prefix: &str, age: Duration) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let now = SystemTime::now();

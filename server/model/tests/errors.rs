@@ -5,7 +5,7 @@ mod common;
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
-use copilotd_model::{LoadOptions, Model, WeightFormat};
+use copilotd_model::{LoadOptions, Model, NonFiniteLogits, WeightFormat};
 use copilotd_test_support::synthetic::{self, Family};
 use std::path::Path;
 
@@ -152,6 +152,22 @@ fn damaged_weights_give_a_typed_error_not_garbage() {
         };
         assert!(format!("{err:#}").contains("a weight is not a finite number"), "{weights:?}: {err:#}");
     }
+}
+
+#[test]
+fn a_pass_whose_logits_overflow_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    common::tiny::write(dir.path(), false, DType::F32);
+    let path = dir.path().join("model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    // Finite weights, so the load accepts them, whose products overflow f32.
+    let norm = "model.norm.weight";
+    tensors.insert(norm.into(), (tensors[norm].ones_like().unwrap() * 3e38).unwrap());
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    let mut model =
+        Model::load(dir.path(), &LoadOptions { weights: WeightFormat::F32, ..LoadOptions::default() }).unwrap();
+    let err = model.prefill(&[1, 2, 3]).expect_err("overflowing logits were returned");
+    assert!(err.downcast_ref::<NonFiniteLogits>().is_some(), "{err:#}");
 }
 
 #[test]

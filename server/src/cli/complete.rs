@@ -103,6 +103,7 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
         text: &text,
         cursor,
         path: Some(&relative),
+        language: None,
         max_tokens: args.max_tokens.unwrap_or(config.max_tokens),
         strategy,
         sampling,

@@ -98,6 +98,9 @@ pub struct CompletionRequest<'a> {
     pub cursor: usize,
     /// Workspace-relative path of the buffer, when it has one.
     pub path: Option<&'a str>,
+    /// The editor's language id of the buffer (`python`, `rust`, `plaintext`...), when an editor
+    /// asks: it sets the block syntax of the stop rules, before the path's extension.
+    pub language: Option<&'a str>,
     pub max_tokens: usize,
     pub strategy: Strategy,
     /// Greedy (the default) or lossless sampling.
@@ -417,9 +420,10 @@ impl Completer {
         }
         let healing = (!prompt.healed.is_empty()).then(|| self.healing(&prompt.healed));
         let line_start = text[..request.cursor].rfind('\n').map_or(0, |i| i + 1);
-        let mut rules = StopRules::new(&text[line_start..request.cursor], BlockSyntax::for_path(request.path))
-            .with_unseen_rest(unseen_rest)
-            .with_unseen_lines(unseen_lines);
+        let mut rules =
+            StopRules::new(&text[line_start..request.cursor], BlockSyntax::for_buffer(request.path, request.language))
+                .with_unseen_rest(unseen_rest)
+                .with_unseen_lines(unseen_lines);
         if rest_of_line(text, request.cursor).trim().is_empty() {
             rules = rules.with_line_ending_at_cursor();
         }
@@ -662,6 +666,7 @@ mod tests {
                 text: &text,
                 cursor: text.len(),
                 path: None,
+                language: None,
                 max_tokens,
                 strategy,
                 sampling: Sampling::GREEDY,

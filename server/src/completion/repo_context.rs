@@ -153,6 +153,7 @@ mod tests {
             text,
             cursor,
             path,
+            language: None,
             max_tokens: 4,
             strategy: Strategy::Ar,
             sampling: Sampling::GREEDY,

@@ -18,6 +18,10 @@
 //! class body) is that definition: it ends before the next definition (or decorator) as little
 //! indented, so a suggestion is one method, not the rest of the class.
 //!
+//! A small model caught in a loop writes the same line, or the same few lines, again and again:
+//! once one to [`MAX_LOOP_LINES`] lines have come [`LOOP_ROUNDS`] times in a row, the completion
+//! keeps the first round and ends.
+//!
 //! A model that does not see the text after the cursor (no fill-in-the-middle) writes a whole
 //! line of its own where the cursor's line goes on: there the completion ends with its first
 //! line, and a copy of that text at its end is left to the text already in the buffer. Nor does
@@ -42,16 +46,41 @@ pub enum BlockSyntax {
 /// Extensions of prose files.
 const PROSE_EXTENSIONS: &[&str] = &["md", "markdown", "txt", "rst", "adoc", "org", "tex"];
 
+/// Language ids of prose buffers, as VS Code (`plaintext`, `restructuredtext`, `latex`) and
+/// Neovim (`text`, `rst`, `tex`) name them.
+const PROSE_LANGUAGES: &[&str] =
+    &["markdown", "plaintext", "text", "restructuredtext", "rst", "asciidoc", "org", "latex", "tex"];
+
 impl BlockSyntax {
+    /// The block syntax of a buffer: by the editor's language id when it gives one (it knows
+    /// buffers without a file, and files whose language the user chose), else by the path's
+    /// extension; Python when neither tells.
+    pub fn for_buffer(path: Option<&str>, language: Option<&str>) -> BlockSyntax {
+        match language.filter(|id| !id.is_empty()) {
+            Some(id) => BlockSyntax::for_language(id),
+            None => BlockSyntax::for_path(path),
+        }
+    }
+
     /// The block syntax of a file by its path's extension, in any case: Python for `.py`/`.pyi`
     /// and for buffers without a path or extension, prose for [`PROSE_EXTENSIONS`], brackets
     /// for everything else.
-    pub fn for_path(path: Option<&str>) -> BlockSyntax {
+    fn for_path(path: Option<&str>) -> BlockSyntax {
         let extension = path.and_then(|p| std::path::Path::new(p).extension()).and_then(|e| e.to_str());
         match extension.map(str::to_ascii_lowercase).as_deref() {
             None | Some("py" | "pyi") => BlockSyntax::Indentation,
             Some(ext) if PROSE_EXTENSIONS.contains(&ext) => BlockSyntax::Prose,
             Some(ext) => BlockSyntax::Brackets { lifetimes: ext == "rs" },
+        }
+    }
+
+    /// The block syntax of an editor language id (VS Code's and Neovim's names), in any case:
+    /// Python's indentation, prose for [`PROSE_LANGUAGES`], brackets for everything else.
+    fn for_language(id: &str) -> BlockSyntax {
+        match id.to_ascii_lowercase().as_str() {
+            "python" => BlockSyntax::Indentation,
+            id if PROSE_LANGUAGES.contains(&id) => BlockSyntax::Prose,
+            id => BlockSyntax::Brackets { lifetimes: id == "rust" },
         }
     }
 }
@@ -133,7 +162,8 @@ impl StopRules {
             }
         };
         let repeat = self.next_line_repeated(generated, ended);
-        if let Some(cut) = [dedent, bracket, repeat].into_iter().flatten().min() {
+        let looping = self.second_round_of_loop(generated, ended);
+        if let Some(cut) = [dedent, bracket, repeat, looping].into_iter().flatten().min() {
             return (self.without_unseen_rest(generated[..cut].trim_end()), true);
         }
         if !self.unseen_rest.is_empty() {
@@ -177,6 +207,25 @@ impl StopRules {
                 whole && line.full.trim_end() == self.unseen_next_line
             })
             .map(|line| line.start)
+    }
+
+    /// Byte offset in `generated` of the second round of the first loop in its whole lines (a
+    /// line still being written may go on; once the generation has `ended`, its last line is
+    /// whole): the same one to [`MAX_LOOP_LINES`] lines, not all blank, [`LOOP_ROUNDS`] times in
+    /// a row.
+    fn second_round_of_loop(&self, generated: &str, ended: bool) -> Option<usize> {
+        let lines: Vec<BufferLine> =
+            self.buffer_lines(generated).filter(|line| ended || line.generated.ends_with('\n')).collect();
+        let same = |a: usize, b: usize| lines[a].full.trim_end() == lines[b].full.trim_end();
+        (1..=lines.len()).find_map(|end| {
+            (1..=MAX_LOOP_LINES).find_map(|period| {
+                let first = end.checked_sub(LOOP_ROUNDS * period)?;
+                let round = first..first + period;
+                let repeats = (first + period..end).all(|i| same(i, i - period));
+                let blank = round.clone().all(|i| lines[i].full.trim().is_empty());
+                (repeats && !blank).then(|| lines[round.end].start)
+            })
+        })
     }
 
     /// The lines of `generated` as the buffer would have them: the first one after the text
@@ -291,6 +340,13 @@ struct BufferLine<'a> {
     /// Its whole text in the buffer: for the cursor's line, the text before the cursor too.
     full: Cow<'a, str>,
 }
+
+/// The most lines in a round of a loop [`StopRules::second_round_of_loop`] finds.
+const MAX_LOOP_LINES: usize = 4;
+
+/// The rounds of the same lines in a row that make a loop: two can be code (`x += 1` twice, a
+/// pair of `}`), three are a model repeating itself.
+const LOOP_ROUNDS: usize = 3;
 
 /// Words that begin Python's compound statements, whose header ends with a colon (a docstring's
 /// `Args:` does not open a block).
@@ -750,17 +806,54 @@ mod tests {
     }
 
     #[test]
+    fn a_model_repeating_itself_is_cut_after_the_first_round() {
+        let rules = StopRules::new("    ", PY);
+        // One line three times: the first is kept.
+        let same_line = "x = 1\n    x = 1\n    x = 1\n    x = 1\n";
+        assert_eq!(rules.apply(same_line), ("x = 1", true));
+        // Two rounds may be code, and a line being written may still differ.
+        assert_eq!(rules.apply("x += 1\n    x += 1\n"), ("x += 1\n    x += 1\n", false));
+        assert_eq!(rules.apply("x = 1\n    x = 1\n    x = 1"), ("x = 1\n    x = 1\n    x = 1", false));
+        assert_eq!(rules.apply_to_end("x = 1\n    x = 1\n    x = 1"), "x = 1");
+        // A round of two lines, after lines of its own.
+        let pair = "total = 0\n    a()\n    b()\n    a()\n    b()\n    a()\n    b()\n    a()";
+        assert_eq!(rules.apply(pair), ("total = 0\n    a()\n    b()", true));
+        // The first line counts with the text typed before the cursor.
+        let typed = StopRules::new("    x = ", PY);
+        assert_eq!(typed.apply("1\n    x = 1\n    x = 1\n"), ("1", true));
+        // Blank lines alone are no loop, nor are lines that only look alike.
+        assert_eq!(rules.apply("a()\n\n\n\n    b()").1, false);
+        assert_eq!(rules.apply("x = 1\n    x = 2\n    x = 1\n    x = 1\n").1, false);
+    }
+
+    #[test]
     fn syntax_by_path() {
-        assert_eq!(BlockSyntax::for_path(Some("a/b.py")), PY);
-        assert_eq!(BlockSyntax::for_path(Some("a/B.PY")), PY);
-        assert_eq!(BlockSyntax::for_path(None), PY);
-        assert_eq!(BlockSyntax::for_path(Some("src/main.rs")), RUST);
+        let by_path = |path| BlockSyntax::for_buffer(Some(path), None);
+        assert_eq!(by_path("a/b.py"), PY);
+        assert_eq!(by_path("a/B.PY"), PY);
+        assert_eq!(BlockSyntax::for_buffer(None, None), PY);
+        assert_eq!(by_path("src/main.rs"), RUST);
         for path in ["README.md", "notes.txt", "NOTES.TXT", "doc/index.rst"] {
-            assert_eq!(BlockSyntax::for_path(Some(path)), BlockSyntax::Prose, "{path}");
+            assert_eq!(by_path(path), BlockSyntax::Prose, "{path}");
         }
         for path in ["a.c", "a.js", "a.ts", "a.go", "a.lua", "a.rb", "a.yaml"] {
-            assert_eq!(BlockSyntax::for_path(Some(path)), C, "{path}");
+            assert_eq!(by_path(path), C, "{path}");
         }
+    }
+
+    #[test]
+    fn the_editors_language_id_outranks_the_path() {
+        // An untitled buffer has no path: its language id tells.
+        assert_eq!(BlockSyntax::for_buffer(None, Some("javascript")), C);
+        assert_eq!(BlockSyntax::for_buffer(None, Some("Rust")), RUST);
+        for id in ["markdown", "plaintext", "text", "restructuredtext", "latex"] {
+            assert_eq!(BlockSyntax::for_buffer(None, Some(id)), BlockSyntax::Prose, "{id}");
+        }
+        // A language the user chose for a file outranks its extension.
+        assert_eq!(BlockSyntax::for_buffer(Some("build.txt"), Some("python")), PY);
+        assert_eq!(BlockSyntax::for_buffer(Some("Makefile"), Some("makefile")), C);
+        // Neovim gives an empty filetype when it knows none.
+        assert_eq!(BlockSyntax::for_buffer(Some("a.rs"), Some("")), RUST);
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct Job {
     pub cursor: usize,
     /// Workspace-relative path of the buffer, when it has one.
     pub path: Option<String>,
+    /// The editor's language id of the buffer ([`CompletionRequest::language`]).
+    pub language: Option<String>,
     pub max_tokens: usize,
     pub strategy: Strategy,
     pub sampling: Sampling,
@@ -50,6 +52,7 @@ impl Job {
             text: &self.text,
             cursor: self.cursor,
             path: self.path.as_deref(),
+            language: self.language.as_deref(),
             max_tokens: self.max_tokens,
             strategy: self.strategy,
             sampling: self.sampling,
@@ -170,6 +173,7 @@ fn test_job(text: &str, cursor: usize) -> Job {
         text: Arc::new(text.to_owned()),
         cursor,
         path: Some("f.py".to_owned()),
+        language: Some("python".to_owned()),
         max_tokens: 64,
         strategy: Strategy::Auto,
         sampling: Sampling::default(),

@@ -106,6 +106,9 @@ pub(super) fn build(
     cancel: &AtomicBool,
 ) -> Result<(RepositoryStore, IndexSummary, bool)> {
     let fingerprint = tokenizer_fingerprint(tokenize).context("the tokenizer failed on a probe text")?;
+    if let Some(cache) = store_path.parent() {
+        super::paths::mark_used(cache);
+    }
     let mut warning = None;
     let mut store = if store_path.exists() {
         match RepositoryStore::load(store_path, fingerprint) {

@@ -109,14 +109,9 @@ pub fn warm(backend: &Backend, params: Value) {
         Err(problem) => return tracing::debug!("{WARM_METHOD} ignored: {problem}"),
     };
     match offset_at(&snapshot.text, place.position) {
-        Ok(cursor) => backend.engine.warm(inline_completion::job(
-            backend,
-            &config,
-            &uri,
-            snapshot.text,
-            cursor,
-            Trigger::Automatic,
-        )),
+        Ok(cursor) => {
+            backend.engine.warm(inline_completion::job(backend, &config, snapshot, cursor, Trigger::Automatic))
+        }
         Err(problem) => tracing::debug!("{WARM_METHOD} ignored: {problem}"),
     }
 }

@@ -1,25 +1,24 @@
 //! `textDocument/inlineCompletion`.
 
-use std::sync::Arc;
-
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::lsp_types::*;
 
 use super::super::backend::Backend;
-use super::super::documents::place;
+use super::super::documents::{place, Snapshot};
 use super::super::errors::{document_error, service_error};
 use super::super::suggestions::ITEM_COMMAND;
 use crate::completion::Trigger;
 use crate::config::Config;
 use crate::engine::Job;
 
-/// The job of a completion at byte `cursor` of `text`, the buffer of `uri`, with the settings
+/// The job of a completion at byte `cursor` of the buffer `snapshot`, with the settings
 /// `config` (those in force, read once by the caller), asked for by `trigger`.
-pub fn job(backend: &Backend, config: &Config, uri: &Uri, text: Arc<String>, cursor: usize, trigger: Trigger) -> Job {
+pub fn job(backend: &Backend, config: &Config, snapshot: Snapshot, cursor: usize, trigger: Trigger) -> Job {
     Job {
-        text,
+        path: backend.relative_path(&snapshot.uri),
+        language: Some(snapshot.language_id),
+        text: snapshot.text,
         cursor,
-        path: backend.relative_path(uri),
         max_tokens: config.max_tokens,
         strategy: config.strategy,
         sampling: config.sampling,
@@ -44,7 +43,7 @@ pub async fn handle(backend: &Backend, params: InlineCompletionParams) -> Result
         InlineCompletionTriggerKind::Automatic => Trigger::Automatic,
         _ => Trigger::Invoked,
     };
-    let job = job(backend, &config, &uri, snapshot.text, cursor, trigger);
+    let job = job(backend, &config, snapshot, cursor, trigger);
     let completion = backend.engine.complete(job, ticket.token().clone()).await.map_err(service_error)?;
     drop(ticket);
     let items = if completion.text.is_empty() {

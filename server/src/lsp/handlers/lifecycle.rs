@@ -50,6 +50,7 @@ pub fn initialized(backend: &Arc<Backend>) {
     if !backend.has_roots() {
         backend.index.set_state(IndexState::None);
     }
+    tokio::task::spawn_blocking(crate::workspace::paths::remove_unused);
     backend.load_model();
 }
 
