@@ -166,8 +166,12 @@ impl Healing {
 
     /// Whether `beyond`, the text a token adds past the healed text, may follow it.
     fn may_follow(&self, beyond: &str) -> bool {
-        let ends_blank = self.text.ends_with([' ', '\t']);
-        !(ends_blank && beyond.starts_with([' ', '\t']))
+        !(self.ends_blank() && beyond.starts_with([' ', '\t']))
+    }
+
+    /// Whether the healed text ends with a blank the person typed: no blank may follow it.
+    fn ends_blank(&self) -> bool {
+        self.text.ends_with([' ', '\t'])
     }
 
     /// What is left to spell after `token`, which [`Healing::allowed`] allowed for `left`;
@@ -176,7 +180,7 @@ impl Healing {
     fn left_after(&self, left: &str, token: u32) -> Option<String> {
         let text = self.token_texts.get(token as usize).map_or("", String::as_str);
         match left.strip_prefix(text) {
-            Some("") if self.text.ends_with([' ', '\t']) && !left.is_empty() => Some(String::new()),
+            Some("") if self.ends_blank() && !left.is_empty() => Some(String::new()),
             Some(rest) if !rest.is_empty() => Some(rest.to_owned()),
             _ => None,
         }
