@@ -429,6 +429,12 @@ H.case('health and status', function()
   report = table.concat(H.lines(), '\n')
   H.check('checkhealth reports a model that failed', report:find('ERROR') and report:find('no such file: /nope.gguf', 1, true), report)
   H.lua('_G.fake.status = nil')
+  -- A safetensors model is a directory.
+  H.lua("require('copilotd').config.model = vim.fn.tempname() vim.fn.mkdir(require('copilotd').config.model)")
+  H.lua('vim.cmd.checkhealth("copilotd")')
+  report = table.concat(H.lines(), '\n')
+  H.check('checkhealth takes a model directory', report:find('OK model: ', 1, true) and not report:find('ERROR'), report)
+  H.lua("require('copilotd').config.model = nil")
 end)
 
 H.finish()
