@@ -362,6 +362,38 @@ H.case('a suggestion with more lines to come is asked for again where it was', f
   H.input('<Esc>')
 end)
 
+H.case('a suggestion with CRLF line breaks is shown and inserted as lines', function()
+  H.lua([[
+    local reply = _G.fake.reply
+    _G.fake.reply = function(params, lines)
+      local line = lines[params.position.line + 1] or ''
+      if not line:match('CRLF\r?$') then
+        return reply(params, lines)
+      end
+      local command = { title = 'accepted', command = 'copilotd.suggestionAccepted', arguments = { { id = 12 } } }
+      return { items = { { insertText = ' = 1\r\nnext = 2', range = { start = params.position, ['end'] = params.position }, command = command } } }
+    end
+    vim.bo.fileformat = 'dos'
+  ]])
+  H.input('GoCRLF')
+  H.check('suggestion appears', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  H.eq('shown without carriage returns', { H.ghost().inline, H.ghost().lines }, { ' = 1', { 'next = 2' } })
+  H.lua("require('copilotd').accept_line()")
+  H.lua("require('copilotd').accept()")
+  H.settle()
+  H.eq('inserted as lines', vim.list_slice(H.lines(), #H.lines() - 1), { 'CRLF = 1', 'next = 2' })
+  -- Lengths count the item's text as the daemon sent it, carriage returns included.
+  local sent = logged('copilotd/suggestionFeedback')
+  H.eq('feedback lengths', vim.list_slice(sent, #sent - 1), {
+    { id = 12, kind = 'acceptedLine', length = 6 },
+    { id = 12, kind = 'accepted', length = 14 },
+  })
+  H.lua("vim.bo.fileformat = 'unix'")
+  H.input('<Esc>')
+end)
+
 H.case('tabs in ghost text take the width they will have in the buffer', function()
   H.lua([[
     local reply = _G.fake.reply

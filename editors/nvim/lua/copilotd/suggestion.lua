@@ -32,7 +32,8 @@ M.last_error = nil
 --- @field replace integer bytes after the cursor that a full accept replaces (from the item's range)
 --- @field tick integer  b:changedtick when shown
 --- @field id integer?    the id the daemon gave the item, echoed back with the person's verdict
---- @field full string   the item's whole text; `text` is always its end (the start is in the buffer)
+--- @field full string   the item's whole text, line breaks as LF; `text` is always its end (the start is in the buffer)
+--- @field sent string   the item's whole text as the daemon sent it (its line breaks may be CRLF)
 
 --- @type copilotd.Shown?
 local shown = nil
@@ -61,7 +62,7 @@ function M.client(bufnr)
   return vim.lsp.get_clients({ bufnr = bufnr, name = 'copilotd' })[1]
 end
 
---- Shows `suggestion`, the end of an item whose whole text and id `item` gives ({ full = string, id = integer? }).
+--- Shows `suggestion`, the end of an item that `item` describes ({ full, sent, id } as in copilotd.Shown).
 local function show(bufnr, row, col, suggestion, replace, item)
   render.show(bufnr, row, col, suggestion, M.config.hl_group)
   shown = {
@@ -73,6 +74,7 @@ local function show(bufnr, row, col, suggestion, replace, item)
     tick = tick(bufnr),
     id = item.id,
     full = item.full,
+    sent = item.sent,
   }
 end
 
@@ -81,6 +83,17 @@ local function item_argument(item)
   local command = item.command
   local argument = type(command) == 'table' and type(command.arguments) == 'table' and command.arguments[1]
   return type(argument) == 'table' and argument or {}
+end
+
+--- An item's text as the daemon sent it, or nil.
+--- @param item table LSP InlineCompletionItem
+--- @return string?
+local function insert_text(item)
+  local insert = item.insertText
+  if type(insert) == 'table' then
+    insert = insert.value
+  end
+  return type(insert) == 'string' and insert or nil
 end
 
 --- The id the daemon put in an item's command (`{ arguments = { { id = n } } }`), or nil.
@@ -110,7 +123,7 @@ local function feedback(s, kind, taken)
   if not client or compat.call(client, 'is_stopped') then
     return
   end
-  local length = text.utf16_len(s.full:sub(1, #s.full - #s.text + taken))
+  local length = text.utf16_len(text.prefix_of_lf(s.sent, #s.full - #s.text + taken))
   compat.call(client, 'notify', 'copilotd/suggestionFeedback', { id = s.id, kind = kind, length = length })
 end
 
@@ -171,9 +184,9 @@ function M.dismiss()
   M.clear()
 end
 
---- What an item means at the cursor: the text to insert there and how many bytes after the cursor it replaces.
---- The item's range may start before the cursor (then its text must begin with what is already typed) and may
---- end after it. Returns nil for items that do not fit the line.
+--- What an item means at the cursor: the text to insert there (with LF line breaks) and how many bytes after the
+--- cursor it replaces. The item's range may start before the cursor (then its text must begin with what is already
+--- typed) and may end after it. Returns nil for items that do not fit the line.
 --- @param item table LSP InlineCompletionItem
 --- @param line string the cursor's line
 --- @param row integer 0-based cursor row
@@ -181,13 +194,11 @@ end
 --- @param encoding string the client's position encoding
 --- @return string?, integer?
 function M.item_text(item, line, row, col, encoding)
-  local insert = item.insertText
-  if type(insert) == 'table' then
-    insert = insert.value
-  end
-  if type(insert) ~= 'string' or insert == '' then
+  local sent = insert_text(item)
+  if not sent or sent == '' then
     return nil
   end
+  local insert = text.lf(sent)
   local range = item.range
   if type(range) ~= 'table' then
     return insert, 0
@@ -267,8 +278,8 @@ function M.request(trigger_kind)
     local suggestion, replace, item = first_fitting(result, bufnr, row, col, client.offset_encoding or 'utf-16')
     hide()
     if suggestion then
-      local insert = type(item.insertText) == 'table' and item.insertText.value or item.insertText
-      show(bufnr, row, col, suggestion, replace, { id = M.item_id(item), full = insert })
+      local sent = insert_text(item)
+      show(bufnr, row, col, suggestion, replace, { id = M.item_id(item), full = text.lf(sent), sent = sent })
       if M.item_more(item) then
         M.schedule(MORE_LINES_DELAY_MS)
       end
