@@ -362,6 +362,28 @@ H.case('a suggestion with more lines to come is asked for again where it was', f
   H.input('<Esc>')
 end)
 
+H.case('keys typed ahead of the accept key count', function()
+  H.input('<Esc>Go    ret')
+  H.check('suggestion appears', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  -- One batch of keys: Tab runs before the autocommands of the key typed before it.
+  H.input('X<Tab>')
+  H.settle()
+  H.eq('a suggestion typed away is not inserted', H.lua('return vim.api.nvim_get_current_line()'), '    retX\t')
+  H.input('<Esc>Go    ret')
+  H.check('suggestion appears again', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  H.input('u<Tab>')
+  H.settle()
+  H.eq('a suggestion typed through is accepted after what was typed', H.lines()[#H.lines()], 'print(add(1, 2))')
+  H.eq('its line', H.lines()[#H.lines() - 2], '    return a + b')
+  local sent = logged('copilotd/suggestionFeedback')
+  H.eq('accepted once, the typed part counted', sent[#sent], { id = 7, kind = 'accepted', length = 27 })
+  H.input('<Esc>')
+end)
+
 H.case('a suggestion with CRLF line breaks is shown and inserted as lines', function()
   H.lua([[
     local reply = _G.fake.reply

@@ -78,6 +78,13 @@ local function show(bufnr, row, col, suggestion, replace, item)
   }
 end
 
+--- Whether suggestion `s` still continues the cursor: nothing was typed and the cursor did not move since it was
+--- shown.
+local function is_current(s)
+  local row, col = cursor()
+  return row == s.row and col == s.col and tick(s.bufnr) == s.tick
+end
+
 --- The table the daemon put first in an item's command arguments, or an empty one.
 local function item_argument(item)
   local command = item.command
@@ -159,10 +166,15 @@ local function cancel_pending()
   end
 end
 
---- The suggestion shown in the current buffer, or nil.
+--- The suggestion shown in the current buffer, or nil. Keys typed ahead of the caller (a mapping) may have changed
+--- the buffer or moved the cursor before their autocommands ran: the suggestion is brought up to date first.
 --- @return string?
 function M.get()
-  if shown and shown.bufnr == vim.api.nvim_get_current_buf() then
+  local bufnr = vim.api.nvim_get_current_buf()
+  if shown and shown.bufnr == bufnr and not is_current(shown) then
+    M.on_change()
+  end
+  if shown and shown.bufnr == bufnr then
     return shown.text
   end
   return nil
@@ -175,13 +187,15 @@ function M.clear()
   hide()
 end
 
---- The person dismisses the suggestion: the daemon is told, then it is cleared.
+--- The person dismisses the suggestion: the daemon is told, then it is cleared. Returns whether one was shown.
+--- @return boolean
 function M.dismiss()
-  local s = shown
-  if s and s.bufnr == vim.api.nvim_get_current_buf() then
-    feedback(s, 'dismissed', 0)
+  local dismissed = M.get() ~= nil
+  if dismissed then
+    feedback(shown, 'dismissed', 0)
   end
   M.clear()
+  return dismissed
 end
 
 --- What an item means at the cursor: the text to insert there (with LF line breaks) and how many bytes after the
@@ -315,12 +329,11 @@ end
 function M.on_change()
   local bufnr = vim.api.nvim_get_current_buf()
   if shown and shown.bufnr == bufnr then
-    local row, col = cursor()
-    local now = tick(bufnr)
-    if row == shown.row and col == shown.col and now == shown.tick then
+    if is_current(shown) then
       return
     end
-    if row == shown.row and col > shown.col and now ~= shown.tick then
+    local row, col = cursor()
+    if row == shown.row and col > shown.col and tick(bufnr) ~= shown.tick then
       local line = vim.api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ''
       local typed = line:sub(shown.col + 1, col)
       if #typed < #shown.text and shown.text:sub(1, #typed) == typed then
