@@ -362,6 +362,40 @@ H.case('a suggestion with more lines to come is asked for again where it was', f
   H.input('<Esc>')
 end)
 
+H.case('typing through a suggestion whose rest is still coming brings the rest', function()
+  H.lua([[
+    local reply = _G.fake.reply
+    _G.fake.reply = function(params, lines)
+      local line = lines[params.position.line + 1] or ''
+      local typed = line:match('GROW(.*)$')
+      if not typed then
+        return reply(params, lines)
+      end
+      -- The first answer is the first line, with more to come; every later one the whole rest.
+      local whole = ' = 1\ngrow = 2'
+      local more = not _G.fake.grown
+      _G.fake.grown = true
+      local command = { title = 'accepted', command = 'copilotd.suggestionAccepted', arguments = { { id = 11, more = more } } }
+      local text = more and ' = 1' or whole:sub(#typed + 1)
+      return { items = { { insertText = text, range = { start = params.position, ['end'] = params.position }, command = command } } }
+    end
+  ]])
+  H.input('oGROW')
+  H.check('the first line appears', H.wait(3000, function()
+    return H.suggestion() == ' = 1'
+  end), H.suggestion())
+  H.lua('_G.fake.delay = 300')
+  H.check('asked again for the rest', H.wait(2000, function()
+    return H.lua("return require('copilotd.suggestion').busy()")
+  end))
+  H.input(' ')
+  H.check('the rest arrives after typing through', H.wait(3000, function()
+    return H.suggestion() == '= 1\ngrow = 2'
+  end), H.suggestion())
+  H.lua('_G.fake.delay = 0')
+  H.input('<Esc>')
+end)
+
 H.case('keys typed ahead of the accept key count', function()
   H.input('<Esc>Go    ret')
   H.check('suggestion appears', H.wait(3000, function()

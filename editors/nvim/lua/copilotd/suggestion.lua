@@ -34,6 +34,7 @@ M.last_error = nil
 --- @field id integer?    the id the daemon gave the item, echoed back with the person's verdict
 --- @field full string   the item's whole text, line breaks as LF; `text` is always its end (the start is in the buffer)
 --- @field sent string   the item's whole text as the daemon sent it (its line breaks may be CRLF)
+--- @field more boolean  the daemon generates more of it: asked again, it answers with more
 
 --- @type copilotd.Shown?
 local shown = nil
@@ -62,7 +63,8 @@ function M.client(bufnr)
   return vim.lsp.get_clients({ bufnr = bufnr, name = 'copilotd' })[1]
 end
 
---- Shows `suggestion`, the end of an item that `item` describes ({ full, sent, id } as in copilotd.Shown).
+--- Shows `suggestion`, the end of an item that `item` describes ({ full, sent, id, more } as in copilotd.Shown).
+--- A suggestion with more to come is asked for again where it now is, after `MORE_LINES_DELAY_MS`.
 local function show(bufnr, row, col, suggestion, replace, item)
   render.show(bufnr, row, col, suggestion, M.config.hl_group)
   shown = {
@@ -75,7 +77,11 @@ local function show(bufnr, row, col, suggestion, replace, item)
     id = item.id,
     full = item.full,
     sent = item.sent,
+    more = item.more,
   }
+  if item.more then
+    M.schedule(MORE_LINES_DELAY_MS)
+  end
 end
 
 --- Whether suggestion `s` still continues the cursor: nothing was typed and the cursor did not move since it was
@@ -293,10 +299,8 @@ function M.request(trigger_kind)
     hide()
     if suggestion then
       local sent = insert_text(item)
-      show(bufnr, row, col, suggestion, replace, { id = M.item_id(item), full = text.lf(sent), sent = sent })
-      if M.item_more(item) then
-        M.schedule(MORE_LINES_DELAY_MS)
-      end
+      local described = { id = M.item_id(item), full = text.lf(sent), sent = sent, more = M.item_more(item) }
+      show(bufnr, row, col, suggestion, replace, described)
     end
   end, bufnr)
   if not ok then
