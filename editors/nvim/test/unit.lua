@@ -505,6 +505,24 @@ H.case('setup() again reaches the running daemon and the attached buffers', func
   H.eq('the other key is gone', action('<C-l>') == 'copilotd: accept suggestion', false)
 end)
 
+H.case('the statusline shows the work the daemon reports', function()
+  local function statusline()
+    return H.lua("return require('copilotd').statusline()")
+  end
+  local before = statusline()
+  H.lua([[
+    _G.fake.notify('$/progress', { token = 'download', value = { kind = 'begin', title = 'copilotd: downloading the default model' } })
+    _G.fake.notify('$/progress', { token = 'download', value = { kind = 'report', message = 'starting' } })
+  ]])
+  H.check('while it runs', H.wait(2000, function()
+    return statusline() == 'copilotd: downloading the default model'
+  end), statusline())
+  H.lua("_G.fake.notify('$/progress', { token = 'download', value = { kind = 'end' } })")
+  H.check('not once it ended', H.wait(2000, function()
+    return statusline() == before
+  end), statusline())
+end)
+
 H.case('health and status', function()
   H.eq('status through copilotd/status', H.lua("return require('copilotd').status().model"), 'fake')
   H.lua('vim.cmd.checkhealth("copilotd")')
