@@ -14,6 +14,8 @@ _G.fake = {
 }
 
 return function(dispatchers)
+  -- Sends a notification to the client, as the daemon does (`$/progress`, ...).
+  _G.fake.notify = dispatchers.notification
   local server = {}
   local next_id = 0
   local open = {} -- request id -> function(err, result) that answers it

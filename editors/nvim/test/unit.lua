@@ -362,6 +362,94 @@ H.case('a suggestion with more lines to come is asked for again where it was', f
   H.input('<Esc>')
 end)
 
+H.case('typing through a suggestion whose rest is still coming brings the rest', function()
+  H.lua([[
+    local reply = _G.fake.reply
+    _G.fake.reply = function(params, lines)
+      local line = lines[params.position.line + 1] or ''
+      local typed = line:match('GROW(.*)$')
+      if not typed then
+        return reply(params, lines)
+      end
+      -- The first answer is the first line, with more to come; every later one the whole rest.
+      local whole = ' = 1\ngrow = 2'
+      local more = not _G.fake.grown
+      _G.fake.grown = true
+      local command = { title = 'accepted', command = 'copilotd.suggestionAccepted', arguments = { { id = 11, more = more } } }
+      local text = more and ' = 1' or whole:sub(#typed + 1)
+      return { items = { { insertText = text, range = { start = params.position, ['end'] = params.position }, command = command } } }
+    end
+  ]])
+  H.input('oGROW')
+  H.check('the first line appears', H.wait(3000, function()
+    return H.suggestion() == ' = 1'
+  end), H.suggestion())
+  H.lua('_G.fake.delay = 300')
+  H.check('asked again for the rest', H.wait(2000, function()
+    return H.lua("return require('copilotd.suggestion').busy()")
+  end))
+  H.input(' ')
+  H.check('the rest arrives after typing through', H.wait(3000, function()
+    return H.suggestion() == '= 1\ngrow = 2'
+  end), H.suggestion())
+  H.lua('_G.fake.delay = 0')
+  H.input('<Esc>')
+end)
+
+H.case('keys typed ahead of the accept key count', function()
+  H.input('<Esc>Go    ret')
+  H.check('suggestion appears', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  -- One batch of keys: Tab runs before the autocommands of the key typed before it.
+  H.input('X<Tab>')
+  H.settle()
+  H.eq('a suggestion typed away is not inserted', H.lua('return vim.api.nvim_get_current_line()'), '    retX\t')
+  H.input('<Esc>Go    ret')
+  H.check('suggestion appears again', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  H.input('u<Tab>')
+  H.settle()
+  H.eq('a suggestion typed through is accepted after what was typed', H.lines()[#H.lines()], 'print(add(1, 2))')
+  H.eq('its line', H.lines()[#H.lines() - 2], '    return a + b')
+  local sent = logged('copilotd/suggestionFeedback')
+  H.eq('accepted once, the typed part counted', sent[#sent], { id = 7, kind = 'accepted', length = 27 })
+  H.input('<Esc>')
+end)
+
+H.case('a suggestion with CRLF line breaks is shown and inserted as lines', function()
+  H.lua([[
+    local reply = _G.fake.reply
+    _G.fake.reply = function(params, lines)
+      local line = lines[params.position.line + 1] or ''
+      if not line:match('CRLF\r?$') then
+        return reply(params, lines)
+      end
+      local command = { title = 'accepted', command = 'copilotd.suggestionAccepted', arguments = { { id = 12 } } }
+      return { items = { { insertText = ' = 1\r\nnext = 2', range = { start = params.position, ['end'] = params.position }, command = command } } }
+    end
+    vim.bo.fileformat = 'dos'
+  ]])
+  H.input('GoCRLF')
+  H.check('suggestion appears', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  H.eq('shown without carriage returns', { H.ghost().inline, H.ghost().lines }, { ' = 1', { 'next = 2' } })
+  H.lua("require('copilotd').accept_line()")
+  H.lua("require('copilotd').accept()")
+  H.settle()
+  H.eq('inserted as lines', vim.list_slice(H.lines(), #H.lines() - 1), { 'CRLF = 1', 'next = 2' })
+  -- Lengths count the item's text as the daemon sent it, carriage returns included.
+  local sent = logged('copilotd/suggestionFeedback')
+  H.eq('feedback lengths', vim.list_slice(sent, #sent - 1), {
+    { id = 12, kind = 'acceptedLine', length = 6 },
+    { id = 12, kind = 'accepted', length = 14 },
+  })
+  H.lua("vim.bo.fileformat = 'unix'")
+  H.input('<Esc>')
+end)
+
 H.case('tabs in ghost text take the width they will have in the buffer', function()
   H.lua([[
     local reply = _G.fake.reply
@@ -417,6 +505,24 @@ H.case('setup() again reaches the running daemon and the attached buffers', func
   H.eq('the other key is gone', action('<C-l>') == 'copilotd: accept suggestion', false)
 end)
 
+H.case('the statusline shows the work the daemon reports', function()
+  local function statusline()
+    return H.lua("return require('copilotd').statusline()")
+  end
+  local before = statusline()
+  H.lua([[
+    _G.fake.notify('$/progress', { token = 'download', value = { kind = 'begin', title = 'copilotd: downloading the default model' } })
+    _G.fake.notify('$/progress', { token = 'download', value = { kind = 'report', message = 'starting' } })
+  ]])
+  H.check('while it runs', H.wait(2000, function()
+    return statusline() == 'copilotd: downloading the default model'
+  end), statusline())
+  H.lua("_G.fake.notify('$/progress', { token = 'download', value = { kind = 'end' } })")
+  H.check('not once it ended', H.wait(2000, function()
+    return statusline() == before
+  end), statusline())
+end)
+
 H.case('health and status', function()
   H.eq('status through copilotd/status', H.lua("return require('copilotd').status().model"), 'fake')
   H.lua('vim.cmd.checkhealth("copilotd")')
@@ -429,6 +535,12 @@ H.case('health and status', function()
   report = table.concat(H.lines(), '\n')
   H.check('checkhealth reports a model that failed', report:find('ERROR') and report:find('no such file: /nope.gguf', 1, true), report)
   H.lua('_G.fake.status = nil')
+  -- A safetensors model is a directory.
+  H.lua("require('copilotd').config.model = vim.fn.tempname() vim.fn.mkdir(require('copilotd').config.model)")
+  H.lua('vim.cmd.checkhealth("copilotd")')
+  report = table.concat(H.lines(), '\n')
+  H.check('checkhealth takes a model directory', report:find('OK model: ', 1, true) and not report:find('ERROR'), report)
+  H.lua("require('copilotd').config.model = nil")
 end)
 
 H.finish()

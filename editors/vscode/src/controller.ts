@@ -3,7 +3,7 @@
  * provider registration, the status bar and its polling, and reactions to settings changes.
  */
 import * as vscode from 'vscode';
-import { DaemonClient, DaemonStartError, MessageAction, ProgressValue, errorMessage } from './daemon';
+import { DaemonClient, DaemonStartError, MessageAction, ProgressValue, WorkspaceFolder, errorMessage } from './daemon';
 import { DOCUMENT_SELECTOR, DocumentSync, documentFilter } from './documents';
 import { ACCEPTED_COMMAND } from './mapping';
 import {
@@ -163,9 +163,13 @@ export class Controller implements vscode.Disposable {
     }
     const sync = new DocumentSync(client, documentFilter(settings.languages));
     this.session = { client, sync, knows: (d) => sync.has(d) };
-    // Settings changed while the daemon started were not sent: they are now.
+    // Settings and folders changed while the daemon started were not sent: they are now.
     if (JSON.stringify(this.settings.daemon) !== JSON.stringify(settings.daemon)) {
       client.changeSettings(this.settings.daemon);
+    }
+    const { added, removed } = foldersChangedSince(folders);
+    if (added.length > 0 || removed.length > 0) {
+      client.changeWorkspaceFolders(added, removed);
     }
     this.statusBar.show({ kind: 'running', status: {} });
     this.startPolling();
@@ -364,8 +368,16 @@ export class Controller implements vscode.Disposable {
 }
 
 /** A workspace folder as the daemon takes it. */
-function wireFolder(folder: vscode.WorkspaceFolder): { uri: string; name: string } {
+function wireFolder(folder: vscode.WorkspaceFolder): WorkspaceFolder {
   return { uri: folder.uri.toString(), name: folder.name };
+}
+
+/** The window's folders added and removed since it had `before`. */
+function foldersChangedSince(before: WorkspaceFolder[]): { added: WorkspaceFolder[]; removed: WorkspaceFolder[] } {
+  const now = (vscode.workspace.workspaceFolders ?? []).map(wireFolder);
+  const uris = (folders: WorkspaceFolder[]) => new Set(folders.map((folder) => folder.uri));
+  const [was, is] = [uris(before), uris(now)];
+  return { added: now.filter((folder) => !was.has(folder.uri)), removed: before.filter((folder) => !is.has(folder.uri)) };
 }
 
 /** A daemon message as shown: beginning with "copilotd", which the daemon's own messages mostly do already. */

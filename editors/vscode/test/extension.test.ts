@@ -6,7 +6,7 @@ import { after, afterEach, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { RequestType0 } from 'vscode-jsonrpc/node';
 import { CancellationTokenSource, ConfigurationTarget, Position, Range, commands, harness } from './support/vscode-stub';
-import { activateWith, eventually, fakeDaemonBinary, shutdown, statusText } from './support/session';
+import { activateWith, eventually, fakeDaemonBinary, shutdown, statusText, temporaryDirectory } from './support/session';
 import { Controller } from '../src/controller';
 
 interface Received {
@@ -225,6 +225,22 @@ test('workspace folders added and removed reach the daemon', async () => {
   const one = { uri: 'file:///w/one', name: 'one' };
   assert.deepEqual(changes[0].params, { event: { added: [one, { uri: 'file:///w/two', name: 'two' }], removed: [] } });
   assert.deepEqual(changes[1].params, { event: { added: [], removed: [one] } });
+});
+
+test('workspace folders changed while the daemon starts reach it', async () => {
+  const [one, two, three] = ['one', 'two', 'three'].map((name) => temporaryDirectory(`copilotd-${name}-`));
+  const activating = activateWith({ path: bin }, [one, two]);
+  // The daemon is being spawned and initialized with the first two folders.
+  harness.changeFolders([three], [one]);
+  const controller = await activating;
+  const [init] = await received(controller, 'initialize');
+  const known = new Set((init.params.workspaceFolders as { uri: string }[]).map((folder) => folder.uri));
+  for (const change of await received(controller, 'workspace/didChangeWorkspaceFolders')) {
+    const event = change.params.event as { added: { uri: string }[]; removed: { uri: string }[] };
+    event.added.forEach((folder) => known.add(folder.uri));
+    event.removed.forEach((folder) => known.delete(folder.uri));
+  }
+  assert.deepEqual([...known].sort(), [`file://${three}`, `file://${two}`].sort());
 });
 
 test("a daemon's question shows its actions as buttons and gets the one clicked", async () => {

@@ -33,8 +33,9 @@ local function check_model(config)
   local model = config.model or vim.env.COPILOTD_MODEL
   if not model then
     health.info('model: the daemon default (fetch it with `copilotd model fetch`)')
-  elseif model:find('[/\\]') and vim.fn.filereadable(model) == 0 then
-    health.error('model file not found: ' .. model)
+  elseif model:find('[/\\]') and not require('copilotd.compat').uv.fs_stat(model) then
+    -- A GGUF file or a safetensors directory.
+    health.error('model not found: ' .. model)
   else
     health.ok('model: ' .. model)
   end

@@ -58,22 +58,24 @@ local function map_keys(bufnr, keymaps)
     vim.keymap.set('i', lhs, rhs, vim.tbl_extend('force', { buffer = bufnr, silent = true }, opts))
     table.insert(mapped_keys[bufnr], lhs)
   end
-  local function expr_with_fallback(lhs, action, desc)
+  -- The action when a suggestion is shown, else the key as if it were not mapped. Decided when the key runs, after
+  -- the keys typed before it (an expression mapping is evaluated while they may still wait to be inserted).
+  local function action_or_key(lhs, action, desc)
+    local key = vim.api.nvim_replace_termcodes(lhs, true, false, true)
     map(lhs, function()
-      if suggestion.get() then
-        return ('<Cmd>lua require("copilotd").%s()<CR>'):format(action)
+      if not action() then
+        vim.api.nvim_feedkeys(key, 'ni', false)
       end
-      return lhs
-    end, { expr = true, desc = desc })
+    end, { desc = desc })
   end
   local function plain(lhs, fn, desc)
     map(lhs, fn, { desc = desc })
   end
   if keymaps.accept then
-    expr_with_fallback(keymaps.accept, 'accept', 'copilotd: accept suggestion')
+    action_or_key(keymaps.accept, M.accept, 'copilotd: accept suggestion')
   end
   if keymaps.dismiss then
-    expr_with_fallback(keymaps.dismiss, 'dismiss', 'copilotd: dismiss suggestion')
+    action_or_key(keymaps.dismiss, M.dismiss, 'copilotd: dismiss suggestion')
   end
   if keymaps.accept_word then
     plain(keymaps.accept_word, M.accept_word, 'copilotd: accept next word')
@@ -221,9 +223,10 @@ function M.accept_line()
   return suggestion.accept_line()
 end
 
---- Hides the suggestion and cancels pending requests; the daemon is told the suggestion was dismissed.
+--- Hides the suggestion and cancels pending requests; the daemon is told the suggestion was dismissed. Returns
+--- whether a suggestion was shown.
 function M.dismiss()
-  suggestion.dismiss()
+  return suggestion.dismiss()
 end
 
 --- The daemon's `copilotd/status` for the current buffer (synchronous, up to `timeout_ms`).

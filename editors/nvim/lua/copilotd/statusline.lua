@@ -13,6 +13,11 @@ M.status = nil
 
 local timer = nil
 
+--- The title of each piece of background work the daemon reports (`$/progress`: downloading the model, indexing a
+--- folder), by its progress token, while it runs.
+--- @type table<integer|string, string>
+M.work = {}
+
 local function number(value)
   return type(value) == 'number' and value or nil
 end
@@ -58,17 +63,39 @@ function M.refresh()
   return true
 end
 
---- Starts the background refresh (once).
+--- Keeps `M.work` up to date from an `LspProgress` event.
+local function on_progress(event)
+  local client = vim.lsp.get_client_by_id(event.data.client_id)
+  local params = event.data.params
+  if not (client and client.name == 'copilotd' and type(params.value) == 'table') then
+    return
+  end
+  if params.value.kind == 'begin' then
+    M.work[params.token] = params.value.title or 'working'
+  elseif params.value.kind == 'end' then
+    M.work[params.token] = nil
+  end
+  pcall(vim.cmd.redrawstatus)
+end
+
+--- Starts the background refresh and the watch of the daemon's work (once).
 function M.start()
   if timer then
     return
   end
   timer = compat.uv.new_timer()
   timer:start(0, REFRESH_MS, vim.schedule_wrap(M.refresh))
+  local group = vim.api.nvim_create_augroup('copilotd_progress', {})
+  vim.api.nvim_create_autocmd('LspProgress', { group = group, callback = on_progress })
 end
 
---- The text to show: for `statusline=%{%v:lua.require'copilotd'.statusline()%}` or a statusline plugin.
+--- The text to show: for `statusline=%{%v:lua.require'copilotd'.statusline()%}` or a statusline plugin. While the
+--- daemon reports background work, that work (`copilotd: downloading the default model`).
 function M.text()
+  local _, title = next(M.work)
+  if title then
+    return 'copilotd: ' .. title:gsub('^copilotd: ', '')
+  end
   return M.format(M.status)
 end
 

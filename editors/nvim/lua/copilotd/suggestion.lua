@@ -32,7 +32,9 @@ M.last_error = nil
 --- @field replace integer bytes after the cursor that a full accept replaces (from the item's range)
 --- @field tick integer  b:changedtick when shown
 --- @field id integer?    the id the daemon gave the item, echoed back with the person's verdict
---- @field full string   the item's whole text; `text` is always its end (the start is in the buffer)
+--- @field full string   the item's whole text, line breaks as LF; `text` is always its end (the start is in the buffer)
+--- @field sent string   the item's whole text as the daemon sent it (its line breaks may be CRLF)
+--- @field more boolean  the daemon generates more of it: asked again, it answers with more
 
 --- @type copilotd.Shown?
 local shown = nil
@@ -61,7 +63,8 @@ function M.client(bufnr)
   return vim.lsp.get_clients({ bufnr = bufnr, name = 'copilotd' })[1]
 end
 
---- Shows `suggestion`, the end of an item whose whole text and id `item` gives ({ full = string, id = integer? }).
+--- Shows `suggestion`, the end of an item that `item` describes ({ full, sent, id, more } as in copilotd.Shown).
+--- A suggestion with more to come is asked for again where it now is, after `MORE_LINES_DELAY_MS`.
 local function show(bufnr, row, col, suggestion, replace, item)
   render.show(bufnr, row, col, suggestion, M.config.hl_group)
   shown = {
@@ -73,7 +76,19 @@ local function show(bufnr, row, col, suggestion, replace, item)
     tick = tick(bufnr),
     id = item.id,
     full = item.full,
+    sent = item.sent,
+    more = item.more,
   }
+  if item.more then
+    M.schedule(MORE_LINES_DELAY_MS)
+  end
+end
+
+--- Whether suggestion `s` still continues the cursor: nothing was typed and the cursor did not move since it was
+--- shown.
+local function is_current(s)
+  local row, col = cursor()
+  return row == s.row and col == s.col and tick(s.bufnr) == s.tick
 end
 
 --- The table the daemon put first in an item's command arguments, or an empty one.
@@ -81,6 +96,17 @@ local function item_argument(item)
   local command = item.command
   local argument = type(command) == 'table' and type(command.arguments) == 'table' and command.arguments[1]
   return type(argument) == 'table' and argument or {}
+end
+
+--- An item's text as the daemon sent it, or nil.
+--- @param item table LSP InlineCompletionItem
+--- @return string?
+local function insert_text(item)
+  local insert = item.insertText
+  if type(insert) == 'table' then
+    insert = insert.value
+  end
+  return type(insert) == 'string' and insert or nil
 end
 
 --- The id the daemon put in an item's command (`{ arguments = { { id = n } } }`), or nil.
@@ -110,7 +136,7 @@ local function feedback(s, kind, taken)
   if not client or compat.call(client, 'is_stopped') then
     return
   end
-  local length = text.utf16_len(s.full:sub(1, #s.full - #s.text + taken))
+  local length = text.utf16_len(text.prefix_of_lf(s.sent, #s.full - #s.text + taken))
   compat.call(client, 'notify', 'copilotd/suggestionFeedback', { id = s.id, kind = kind, length = length })
 end
 
@@ -146,10 +172,15 @@ local function cancel_pending()
   end
 end
 
---- The suggestion shown in the current buffer, or nil.
+--- The suggestion shown in the current buffer, or nil. Keys typed ahead of the caller (a mapping) may have changed
+--- the buffer or moved the cursor before their autocommands ran: the suggestion is brought up to date first.
 --- @return string?
 function M.get()
-  if shown and shown.bufnr == vim.api.nvim_get_current_buf() then
+  local bufnr = vim.api.nvim_get_current_buf()
+  if shown and shown.bufnr == bufnr and not is_current(shown) then
+    M.on_change()
+  end
+  if shown and shown.bufnr == bufnr then
     return shown.text
   end
   return nil
@@ -162,18 +193,20 @@ function M.clear()
   hide()
 end
 
---- The person dismisses the suggestion: the daemon is told, then it is cleared.
+--- The person dismisses the suggestion: the daemon is told, then it is cleared. Returns whether one was shown.
+--- @return boolean
 function M.dismiss()
-  local s = shown
-  if s and s.bufnr == vim.api.nvim_get_current_buf() then
-    feedback(s, 'dismissed', 0)
+  local dismissed = M.get() ~= nil
+  if dismissed then
+    feedback(shown, 'dismissed', 0)
   end
   M.clear()
+  return dismissed
 end
 
---- What an item means at the cursor: the text to insert there and how many bytes after the cursor it replaces.
---- The item's range may start before the cursor (then its text must begin with what is already typed) and may
---- end after it. Returns nil for items that do not fit the line.
+--- What an item means at the cursor: the text to insert there (with LF line breaks) and how many bytes after the
+--- cursor it replaces. The item's range may start before the cursor (then its text must begin with what is already
+--- typed) and may end after it. Returns nil for items that do not fit the line.
 --- @param item table LSP InlineCompletionItem
 --- @param line string the cursor's line
 --- @param row integer 0-based cursor row
@@ -181,13 +214,11 @@ end
 --- @param encoding string the client's position encoding
 --- @return string?, integer?
 function M.item_text(item, line, row, col, encoding)
-  local insert = item.insertText
-  if type(insert) == 'table' then
-    insert = insert.value
-  end
-  if type(insert) ~= 'string' or insert == '' then
+  local sent = insert_text(item)
+  if not sent or sent == '' then
     return nil
   end
+  local insert = text.lf(sent)
   local range = item.range
   if type(range) ~= 'table' then
     return insert, 0
@@ -267,11 +298,9 @@ function M.request(trigger_kind)
     local suggestion, replace, item = first_fitting(result, bufnr, row, col, client.offset_encoding or 'utf-16')
     hide()
     if suggestion then
-      local insert = type(item.insertText) == 'table' and item.insertText.value or item.insertText
-      show(bufnr, row, col, suggestion, replace, { id = M.item_id(item), full = insert })
-      if M.item_more(item) then
-        M.schedule(MORE_LINES_DELAY_MS)
-      end
+      local sent = insert_text(item)
+      local described = { id = M.item_id(item), full = text.lf(sent), sent = sent, more = M.item_more(item) }
+      show(bufnr, row, col, suggestion, replace, described)
     end
   end, bufnr)
   if not ok then
@@ -304,12 +333,11 @@ end
 function M.on_change()
   local bufnr = vim.api.nvim_get_current_buf()
   if shown and shown.bufnr == bufnr then
-    local row, col = cursor()
-    local now = tick(bufnr)
-    if row == shown.row and col == shown.col and now == shown.tick then
+    if is_current(shown) then
       return
     end
-    if row == shown.row and col > shown.col and now ~= shown.tick then
+    local row, col = cursor()
+    if row == shown.row and col > shown.col and tick(bufnr) ~= shown.tick then
       local line = vim.api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ''
       local typed = line:sub(shown.col + 1, col)
       if #typed < #shown.text and shown.text:sub(1, #typed) == typed then

@@ -26,6 +26,25 @@ function M.next_line(text)
   return newline and text:sub(1, newline) or text
 end
 
+--- `s` with its CRLF line breaks as LF: a buffer holds lines, whatever its 'fileformat'.
+--- @param s string
+--- @return string
+function M.lf(s)
+  return (s:gsub('\r\n', '\n'))
+end
+
+--- The beginning of `s` that is the first `n` bytes of `M.lf(s)`.
+--- @param s string
+--- @param n integer
+--- @return string
+function M.prefix_of_lf(s, n)
+  local i = 1
+  for _ = 1, n do
+    i = i + (s:sub(i, i + 1) == '\r\n' and 2 or 1)
+  end
+  return s:sub(1, i - 1)
+end
+
 --- Length of UTF-8 `s` in UTF-16 code units (LSP's default unit): two for characters beyond the BMP (4-byte
 --- sequences), one for every other character.
 --- @param s string
