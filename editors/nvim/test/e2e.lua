@@ -227,4 +227,46 @@ H.case(':checkhealth copilotd shows the binary, the kernel and the calibration',
   H.check('no errors', not report:find('ERROR', 1, true), report)
 end)
 
+--- The copilotd processes the child Neovim runs.
+local function daemons()
+  return H.lua([[
+    return vim.tbl_filter(function(pid)
+      return (vim.api.nvim_get_proc(pid) or {}).name == 'copilotd'
+    end, vim.api.nvim_get_proc_children(vim.fn.getpid()))
+  ]])
+end
+
+--- Waits until the daemon's status for the current buffer satisfies `ready(status)`.
+local function wait_status(ready)
+  return H.wait(timeout_ms, function()
+    local status = H.lua("return require('copilotd').status(5000)")
+    return status and ready(status)
+  end)
+end
+
+local function both_folders_indexed(status)
+  return status.indexedFolders == 2 and status.indexState == 'ready'
+end
+
+local function client_id()
+  return H.lua("local c = require('copilotd.suggestion').client(0) return c and c.initialized and c.id")
+end
+
+local second_workspace = vim.fn.tempname()
+vim.fn.mkdir(second_workspace .. '/.git', 'p')
+vim.fn.writefile({ 'def double(x):', '    return 2 * x', '' }, second_workspace .. '/tools.py')
+
+H.case('a file of a second project root is served by the same daemon, which indexes both', function()
+  H.lua('vim.o.hidden = true vim.cmd.buffer(vim.fn.bufnr(...))', file)
+  local first = client_id()
+  H.check('the first file is served', first ~= nil)
+  H.lua('vim.cmd.edit(...)', second_workspace .. '/tools.py')
+  H.check('attached', H.wait(30000, client_id))
+  H.eq('the same client', client_id(), first)
+  H.eq('one copilotd process', #daemons(), 1)
+  H.check('both folders indexed (copilotd/status)', wait_status(both_folders_indexed),
+    vim.inspect(H.lua("return { require('copilotd').status(5000) }")))
+  H.lua('vim.cmd.buffer(vim.fn.bufnr(...))', file)
+end)
+
 H.finish()

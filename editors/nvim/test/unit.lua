@@ -505,6 +505,67 @@ H.case('setup() again reaches the running daemon and the attached buffers', func
   H.eq('the other key is gone', action('<C-l>') == 'copilotd: accept suggestion', false)
 end)
 
+--- Opens `path` in the child and waits until the daemon serves it; returns the id of the client attached.
+local function open_served(path)
+  H.lua('local b = vim.fn.bufnr(...) if b > 0 then vim.cmd.buffer(b) else vim.cmd.edit(...) end', path)
+  H.wait(3000, function()
+    return H.lua("local c = vim.lsp.get_clients({ name = 'copilotd', bufnr = 0 })[1] return c ~= nil and c.initialized")
+  end)
+  return H.lua("local c = require('copilotd.suggestion').client(0) return c and c.id")
+end
+
+local other_root = vim.fn.tempname()
+vim.fn.mkdir(other_root .. '/.git', 'p')
+
+H.case('a buffer of another root is served by the same daemon, its root a workspace folder once', function()
+  H.lua('vim.o.hidden = true')
+  local first = open_served(file)
+  local starts = #logged('initialize')
+  H.eq('the second root reuses the daemon', open_served(other_root .. '/a.py'), first)
+  H.eq('a third file there too', open_served(other_root .. '/b.py'), first)
+  H.eq('no daemon started', #logged('initialize'), starts)
+  H.eq('the root is added once', logged('workspace/didChangeWorkspaceFolders'), {
+    { event = { added = { { uri = vim.uri_from_fname(other_root), name = other_root } }, removed = {} } },
+  })
+  H.eq('the client knows both folders', H.lua(
+    "return vim.tbl_map(function(f) return f.name end, require('copilotd.suggestion').client(0).workspace_folders)"
+  ), { dir, other_root })
+  open_served(file)
+end)
+
+H.case('a root opened while the daemon starts reaches it once it answered initialize', function()
+  local third_root = vim.fn.tempname()
+  vim.fn.mkdir(third_root .. '/.git', 'p')
+  H.lua('_G.fake.initialize_delay = 300')
+  local starts = #logged('initialize')
+  -- A new daemon: the running one stopped, then setup() again; its answer to initialize comes after the edit.
+  H.lua([[
+    require('copilotd.suggestion').client(0):stop()
+    local setup = require('copilotd').setup
+    setup({ cmd = require('copilotd').config.cmd, max_tokens = 24, strategy = 'pld', debounce_ms = 30 })
+    vim.cmd.edit(...)
+  ]], third_root .. '/c.py')
+  H.check('initialized', H.wait(3000, function()
+    return H.lua("local c = require('copilotd.suggestion').client(0) return c ~= nil and c.initialized")
+  end))
+  H.lua('_G.fake.initialize_delay = 0')
+  local order = H.lua([[
+    local out = {}
+    for _, m in ipairs(_G.fake.log) do
+      if m.method == 'initialize' or m.method == 'initialized' or m.method == 'workspace/didChangeWorkspaceFolders' then
+        out[#out + 1] = m.method
+      end
+    end
+    return out
+  ]])
+  H.eq('after initialized, as a new folder', vim.list_slice(order, #order - 2),
+    { 'initialize', 'initialized', 'workspace/didChangeWorkspaceFolders' })
+  local added = logged('workspace/didChangeWorkspaceFolders')
+  H.eq('the new root', added[#added].event.added, { { uri = vim.uri_from_fname(third_root), name = third_root } })
+  H.eq('one daemon', #logged('initialize'), starts + 1)
+  open_served(file)
+end)
+
 H.case('the statusline shows the work the daemon reports', function()
   local function statusline()
     return H.lua("return require('copilotd').statusline()")
@@ -528,6 +589,7 @@ H.case('health and status', function()
   H.lua('vim.cmd.checkhealth("copilotd")')
   local report = table.concat(H.lines(), '\n')
   H.check('checkhealth reports the client', report:find('copilotd') and report:find('attached'), report)
+  H.check('checkhealth lists its workspace folders', report:find(dir .. ', ' .. other_root, 1, true), report)
   H.check('checkhealth has no errors', not report:find('ERROR'), report)
   H.lua([[_G.fake.status = { model = '/nope.gguf', modelState = 'failed', modelError = 'no such file: /nope.gguf',
     device = 'cpu', indexState = 'ready' }]])

@@ -49,7 +49,14 @@ local function check_clients()
   end
   for _, client in ipairs(clients) do
     local buffers = vim.tbl_keys(client.attached_buffers or {})
-    health.ok(('client %d: root %s, attached to %d buffer(s)'):format(client.id, client.root_dir or '?', #buffers))
+    local folders = vim.tbl_map(function(folder)
+      return folder.name
+    end, client.workspace_folders or {})
+    health.ok(('client %d: workspace folders %s, attached to %d buffer(s)'):format(
+      client.id,
+      #folders > 0 and table.concat(folders, ', ') or 'none',
+      #buffers
+    ))
     if not (client.server_capabilities or {}).inlineCompletionProvider then
       health.warn('the server does not announce inlineCompletionProvider')
     end

@@ -3,6 +3,7 @@
 --- `require('copilotd').setup(opts)` starts the daemon (`vim.lsp.start`) for buffers of the configured filetypes.
 --- See `:help copilotd`.
 local config_mod = require('copilotd.config')
+local daemon = require('copilotd.daemon')
 local suggestion = require('copilotd.suggestion')
 
 local M = {}
@@ -10,13 +11,6 @@ local M = {}
 --- The resolved configuration after `setup()`, or nil.
 --- @type copilotd.Config?
 M.config = nil
-
---- Client capabilities: Neovim's, plus inline completion (LSP 3.18), which 0.10/0.11 do not announce.
-local function capabilities()
-  return vim.tbl_deep_extend('force', vim.lsp.protocol.make_client_capabilities(), {
-    textDocument = { inlineCompletion = { dynamicRegistration = false } },
-  })
-end
 
 --- The workspace root of a buffer: the nearest directory with a root marker, else the file's directory.
 local function root_dir(bufnr, markers)
@@ -129,7 +123,8 @@ local function watch_buffer(bufnr)
   map_keys(bufnr, M.config.keymaps)
 end
 
---- Starts (or reuses) the daemon for a buffer and hooks the buffer up.
+--- Attaches the daemon to a buffer (starting it, or adding the buffer's root to its workspace folders) and hooks the
+--- buffer up.
 --- @param bufnr integer
 --- @return integer? client_id
 function M.attach(bufnr)
@@ -140,15 +135,7 @@ function M.attach(bufnr)
   if not command_available(config.cmd) then
     return nil
   end
-  local root = root_dir(bufnr, config.root_markers)
-  local client_id = vim.lsp.start({
-    name = 'copilotd',
-    cmd = config.cmd,
-    root_dir = root,
-    workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
-    init_options = config_mod.daemon_settings(config),
-    capabilities = capabilities(),
-  }, { bufnr = bufnr })
+  local client_id = daemon.attach(bufnr, root_dir(bufnr, config.root_markers), config)
   if client_id and not vim.b[bufnr].copilotd_attached then
     vim.b[bufnr].copilotd_attached = true
     watch_buffer(bufnr)
@@ -157,8 +144,20 @@ function M.attach(bufnr)
   return client_id
 end
 
---- Configures the plugin and attaches to open and future buffers of `filetypes`. Called again, it also gives
---- attached buffers the new keys and running daemons the new daemon options.
+--- Attaches the daemon to every loaded buffer of the configured filetypes. Returns how many it attached to.
+--- @return integer
+local function attach_all()
+  local attached = 0
+  for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(bufnr) and vim.tbl_contains(M.config.filetypes, vim.bo[bufnr].filetype) then
+      attached = attached + (M.attach(bufnr) and 1 or 0)
+    end
+  end
+  return attached
+end
+
+--- Configures the plugin and attaches to open and future buffers of `filetypes`.
+--- Called again, it also gives attached buffers the new keys and the running daemon the new daemon options.
 --- @param opts table? see `:help copilotd-config`
 function M.setup(opts)
   local config = config_mod.resolve(opts)
@@ -186,15 +185,12 @@ function M.setup(opts)
       settings[daemon_name] = vim.NIL
     end
     settings = { copilotd = vim.tbl_extend('force', settings, config_mod.daemon_settings(config)) }
-    for _, client in ipairs(vim.lsp.get_clients({ name = 'copilotd' })) do
+    local client = daemon.client()
+    if client then
       require('copilotd.compat').call(client, 'notify', 'workspace/didChangeConfiguration', { settings = settings })
     end
   end
-  for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
-    if vim.api.nvim_buf_is_loaded(bufnr) and vim.tbl_contains(config.filetypes, vim.bo[bufnr].filetype) then
-      M.attach(bufnr)
-    end
-  end
+  attach_all()
 end
 
 --- Asks for a suggestion at the cursor now. Returns whether a request was sent.

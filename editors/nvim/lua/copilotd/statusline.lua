@@ -2,6 +2,7 @@
 --- recent completions, from `copilotd/status`. The status is fetched in the background (never while the statusline
 --- is drawn) every `REFRESH_MS` while a copilotd client runs.
 local compat = require('copilotd.compat')
+local daemon = require('copilotd.daemon')
 
 local M = {}
 
@@ -48,7 +49,7 @@ end
 
 --- Asks the daemon for its status now; the answer lands in `M.status` and redraws the statuslines.
 function M.refresh()
-  local client = vim.lsp.get_clients({ name = 'copilotd' })[1]
+  local client = daemon.client()
   if not client then
     M.status = nil
     return false

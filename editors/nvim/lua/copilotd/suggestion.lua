@@ -5,6 +5,7 @@
 --- request cancels the previous one (`$/cancelRequest`), and an answer is only shown if the buffer and the cursor
 --- are still where they were when it was asked for.
 local compat = require('copilotd.compat')
+local daemon = require('copilotd.daemon')
 local render = require('copilotd.render')
 local text = require('copilotd.text')
 
@@ -57,10 +58,10 @@ local function in_insert_mode()
   return vim.api.nvim_get_mode().mode:sub(1, 1) == 'i'
 end
 
---- The copilotd client attached to a buffer, if any.
+--- The live copilotd client attached to a buffer, if any.
 --- @return vim.lsp.Client?
 function M.client(bufnr)
-  return vim.lsp.get_clients({ bufnr = bufnr, name = 'copilotd' })[1]
+  return daemon.client(bufnr)
 end
 
 --- Shows `suggestion`, the end of an item that `item` describes ({ full, sent, id, more } as in copilotd.Shown).
