@@ -33,3 +33,12 @@ end, { desc = 'Ask copilotd for a suggestion at the cursor' })
 vim.api.nvim_create_user_command('CopilotdDismiss', function()
   require('copilotd').dismiss()
 end, { desc = 'Hide the copilotd suggestion' })
+
+vim.api.nvim_create_user_command('CopilotdRestart', function()
+  local started, err = require('copilotd').restart()
+  if started then
+    vim.notify('copilotd: restarting the daemon', vim.log.levels.INFO)
+  else
+    vim.notify('copilotd: ' .. err, vim.log.levels.WARN)
+  end
+end, { desc = 'Stop the copilotd daemon and start a new one for the open buffers' })

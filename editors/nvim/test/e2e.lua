@@ -269,4 +269,37 @@ H.case('a file of a second project root is served by the same daemon, which inde
   H.lua('vim.cmd.buffer(vim.fn.bufnr(...))', file)
 end)
 
+H.case('killed, the daemon is told stopped; :CopilotdRestart brings completions back', function()
+  H.lua([[
+    _G.notified = {}
+    vim.notify = function(msg) table.insert(_G.notified, msg) end
+  ]])
+  local killed = daemons()[1]
+  H.lua("vim.uv.kill(..., 'sigkill')", killed)
+  local function told()
+    return vim.tbl_filter(function(msg)
+      return msg:find(':CopilotdRestart', 1, true) ~= nil
+    end, H.lua('return _G.notified'))
+  end
+  H.check('told', H.wait(10000, function()
+    return #told() > 0
+  end))
+  vim.wait(500)
+  H.eq('once', told(), { 'copilotd stopped unexpectedly (signal 9): no completions until :CopilotdRestart' })
+  H.eq('the statusline says stopped', H.lua("return require('copilotd').statusline()"), 'copilotd: stopped')
+  H.eq('no daemon runs', daemons(), {})
+
+  H.lua('vim.cmd.CopilotdRestart()')
+  H.check('a new daemon attached', H.wait(30000, client_id))
+  local pids = daemons()
+  H.check('one new copilotd process', #pids == 1 and pids[1] ~= killed, vim.inspect(pids))
+  H.check('model ready, both folders indexed again', wait_status(function(status)
+    return (status.modelState == nil or status.modelState == 'ready') and both_folders_indexed(status)
+  end), vim.inspect(H.lua("return { require('copilotd').status(5000) }")))
+  H.lua('vim.api.nvim_buf_set_lines(0, 0, -1, false, ...)', lines)
+  H.check('insert mode at the body', enter_body())
+  H.check('the same completion as before', wait_whole(expected), vim.inspect(H.suggestion()))
+  H.input('<Esc>')
+end)
+
 H.finish()

@@ -2,14 +2,14 @@
 ---
 --- Everything it receives goes to `_G.fake.log`; `_G.fake.reply(params, lines)` (set by the test) computes the
 --- answer to an inline-completion request from the document's lines as the server sees them, returning
---- `result` or `nil, err`; answers are delayed by `_G.fake.delay` ms (the answer to `initialize` by
---- `_G.fake.initialize_delay` ms). `$/cancelRequest` answers the request at
+--- `result` or `nil, err`; answers are delayed by `_G.fake.delay` ms (the answers to other requests by
+--- `_G.fake.delays[method]` ms). `$/cancelRequest` answers the request at
 --- once with RequestCancelled. `_G.fake.status`, when set, is the answer to `copilotd/status`. Documents are synced
---- in full, which keeps the fake simple.
+--- in full, which keeps the fake simple. `_G.fake.crash(code, signal)` ends the server as a crash or a kill would.
 _G.fake = {
   log = {},
   delay = 0,
-  initialize_delay = 0,
+  delays = {},
   reply = function()
     return { items = {} }
   end,
@@ -72,8 +72,7 @@ return function(dispatchers)
       end)
     end
     local result, err = handle(method, params)
-    local delays = { ['textDocument/inlineCompletion'] = _G.fake.delay, initialize = _G.fake.initialize_delay }
-    local delay = delays[method] or 0
+    local delay = method == 'textDocument/inlineCompletion' and _G.fake.delay or _G.fake.delays[method] or 0
     vim.defer_fn(function()
       answer(id, err, result)
     end, delay)
@@ -96,6 +95,11 @@ return function(dispatchers)
       end)
     end
     return true
+  end
+
+  _G.fake.crash = function(code, signal)
+    closing = true
+    dispatchers.on_exit(code, signal)
   end
 
   function server.is_closing()

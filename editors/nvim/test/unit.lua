@@ -72,7 +72,7 @@ H.case('help file', function()
   H.check('helptags accepts doc/copilotd.txt', pcall(vim.cmd.helptags, dir))
   local tags = table.concat(vim.fn.readfile(dir .. '/tags'), '\n')
   local documented = { 'setup', 'request', 'get_suggestion', 'accept', 'accept_word', 'accept_line', 'dismiss' }
-  vim.list_extend(documented, { 'statusline', 'reindex' })
+  vim.list_extend(documented, { 'statusline', 'reindex', 'restart' })
   for _, fn in ipairs(documented) do
     H.check('documents copilotd.' .. fn .. '()', tags:find('copilotd.' .. fn .. '()', 1, true))
   end
@@ -533,10 +533,89 @@ H.case('a buffer of another root is served by the same daemon, its root a worksp
   open_served(file)
 end)
 
+H.case('the daemon exiting unexpectedly is told once; :CopilotdRestart starts it again for every buffer', function()
+  H.lua([[
+    _G.notified = {}
+    vim.notify = function(msg) table.insert(_G.notified, msg) end
+  ]])
+  local function ours()
+    return vim.tbl_filter(function(msg)
+      return msg:find('^copilotd') ~= nil
+    end, H.lua('return _G.notified'))
+  end
+  local function statusline()
+    return H.lua("return require('copilotd').statusline()")
+  end
+  local starts = #logged('initialize')
+  -- Work the daemon began and never ended: not shown once another daemon runs.
+  H.lua("_G.fake.notify('$/progress', { token = 'index', value = { kind = 'begin', title = 'indexing /w' } })")
+  H.lua('_G.fake.crash(137, 9)')
+  H.check('told', H.wait(3000, function()
+    return #ours() > 0
+  end))
+  H.eq('once, naming the command', ours(), { 'copilotd stopped unexpectedly (signal 9): no completions until :CopilotdRestart' })
+  H.eq('the statusline says so', statusline(), 'copilotd: stopped')
+  H.eq('no client for the buffer', H.lua("return require('copilotd.suggestion').client(0) == nil"), true)
+  H.lua('vim.cmd.edit({ bang = true })')
+  H.eq('reloading the buffer starts no daemon', #logged('initialize'), starts)
+
+  H.lua('_G.notified = {} vim.cmd.CopilotdRestart()')
+  H.eq('the command says it restarts', ours(), { 'copilotd: restarting the daemon' })
+  H.check('a client again', H.wait(3000, function()
+    return H.lua("local c = require('copilotd.suggestion').client(0) return c ~= nil and c.initialized")
+  end))
+  local init = logged('initialize')
+  H.eq('one daemon started', #init, starts + 1)
+  H.eq('with the same settings', init[#init].initializationOptions.maxTokens, 24)
+  H.eq('with the same workspace folders', vim.tbl_map(function(f)
+    return f.name
+  end, init[#init].workspaceFolders), { dir, other_root })
+  H.eq('attached to every buffer it served', H.lua([[
+    local id = require('copilotd.suggestion').client(0).id
+    local served = 0
+    for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
+      served = served + (vim.lsp.buf_is_attached(bufnr, id) and 1 or 0)
+    end
+    return served
+  ]]), 3)
+  H.check('the statusline shows it running, not the work of the daemon that died', H.wait(3000, function()
+    return statusline() == 'copilotd'
+  end), statusline())
+  H.input('Go    ret')
+  H.check('suggestions again', H.wait(3000, function()
+    return H.suggestion() ~= nil
+  end))
+  H.input('<Esc>')
+end)
+
+H.case(':CopilotdRestart replaces a running daemon; a daemon stopped on purpose is not an error', function()
+  local function statusline()
+    return H.lua("return require('copilotd').statusline()")
+  end
+  H.lua('_G.notified = {}')
+  local before = H.lua("return require('copilotd.suggestion').client(0).id")
+  H.lua('vim.cmd.CopilotdRestart()')
+  H.check('a new client', H.wait(3000, function()
+    return H.lua("local c = require('copilotd.suggestion').client(0) return c and c.initialized and c.id") ~= before
+  end))
+  H.check('the old one is shut down', H.wait(3000, function()
+    return H.lua('return vim.lsp.get_client_by_id(...) == nil', before)
+  end))
+  H.lua("require('copilotd.suggestion').client(0):stop()")
+  H.check('stopped on purpose: the statusline says so', H.wait(3000, function()
+    return statusline() == 'copilotd: stopped'
+  end), statusline())
+  H.eq('only the restart was told', H.lua('return _G.notified'), { 'copilotd: restarting the daemon' })
+  H.lua('vim.cmd.CopilotdRestart()')
+  H.check('running again', H.wait(3000, function()
+    return H.lua("local c = require('copilotd.suggestion').client(0) return c ~= nil and c.initialized")
+  end))
+end)
+
 H.case('a root opened while the daemon starts reaches it once it answered initialize', function()
   local third_root = vim.fn.tempname()
   vim.fn.mkdir(third_root .. '/.git', 'p')
-  H.lua('_G.fake.initialize_delay = 300')
+  H.lua('_G.fake.delays.initialize = 300')
   local starts = #logged('initialize')
   -- A new daemon: the running one stopped, then setup() again; its answer to initialize comes after the edit.
   H.lua([[
@@ -548,7 +627,7 @@ H.case('a root opened while the daemon starts reaches it once it answered initia
   H.check('initialized', H.wait(3000, function()
     return H.lua("local c = require('copilotd.suggestion').client(0) return c ~= nil and c.initialized")
   end))
-  H.lua('_G.fake.initialize_delay = 0')
+  H.lua('_G.fake.delays.initialize = nil')
   local order = H.lua([[
     local out = {}
     for _, m in ipairs(_G.fake.log) do
@@ -563,6 +642,26 @@ H.case('a root opened while the daemon starts reaches it once it answered initia
   local added = logged('workspace/didChangeWorkspaceFolders')
   H.eq('the new root', added[#added].event.added, { { uri = vim.uri_from_fname(third_root), name = third_root } })
   H.eq('one daemon', #logged('initialize'), starts + 1)
+  open_served(file)
+end)
+
+H.case('a daemon that exits after a newer one started is not taken for stopped', function()
+  H.lua('_G.fake.delays.shutdown = 300')
+  local before = H.lua("return require('copilotd.suggestion').client(0).id")
+  H.lua([[
+    require('copilotd.suggestion').client(0):stop()
+    require('copilotd').setup({ cmd = require('copilotd').config.cmd, max_tokens = 24, strategy = 'pld', debounce_ms = 30 })
+  ]])
+  H.check('the new one runs', H.wait(3000, function()
+    local id = H.lua("local c = require('copilotd.suggestion').client(0) return c and c.initialized and c.id")
+    return id and id ~= before
+  end))
+  H.check('then the old one exits', H.wait(3000, function()
+    return H.lua('return vim.lsp.get_client_by_id(...) == nil', before)
+  end))
+  H.lua('_G.fake.delays.shutdown = nil')
+  H.eq('the statusline does not say stopped', H.lua("return require('copilotd').statusline()") ~= 'copilotd: stopped', true)
+  H.eq('a new buffer is served', open_served(dir .. '/new.py') ~= nil, true)
   open_served(file)
 end)
 

@@ -156,7 +156,7 @@ local function attach_all()
   return attached
 end
 
---- Configures the plugin and attaches to open and future buffers of `filetypes`.
+--- Configures the plugin and attaches to open and future buffers of `filetypes` (after the daemon stopped, too).
 --- Called again, it also gives attached buffers the new keys and the running daemon the new daemon options.
 --- @param opts table? see `:help copilotd-config`
 function M.setup(opts)
@@ -190,7 +190,22 @@ function M.setup(opts)
       require('copilotd.compat').call(client, 'notify', 'workspace/didChangeConfiguration', { settings = settings })
     end
   end
+  daemon.stopped = false
   attach_all()
+end
+
+--- Stops the daemon and starts a new one, with the same settings and workspace folders, attached to every buffer of
+--- the configured filetypes. Returns whether it started, or false and why not.
+--- @return boolean started, string? error
+function M.restart()
+  if not M.config then
+    return false, 'setup() was not called'
+  end
+  daemon.stop_all()
+  if attach_all() == 0 then
+    return false, 'no buffer of the filetypes ' .. table.concat(M.config.filetypes, ', ') .. ' is open'
+  end
+  return true, nil
 end
 
 --- Asks for a suggestion at the cursor now. Returns whether a request was sent.

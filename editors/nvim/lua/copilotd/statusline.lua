@@ -14,9 +14,9 @@ M.status = nil
 
 local timer = nil
 
---- The title of each piece of background work the daemon reports (`$/progress`: downloading the model, indexing a
---- folder), by its progress token, while it runs.
---- @type table<integer|string, string>
+--- The title of each piece of background work a daemon reports (`$/progress`: downloading the model, indexing a
+--- folder), by client id and progress token, while it runs. The work of a daemon that died is never shown.
+--- @type table<integer, table<integer|string, string>>
 M.work = {}
 
 local function number(value)
@@ -71,10 +71,12 @@ local function on_progress(event)
   if not (client and client.name == 'copilotd' and type(params.value) == 'table') then
     return
   end
+  local work = M.work[client.id] or {}
+  M.work[client.id] = work
   if params.value.kind == 'begin' then
-    M.work[params.token] = params.value.title or 'working'
+    work[params.token] = params.value.title or 'working'
   elseif params.value.kind == 'end' then
-    M.work[params.token] = nil
+    work[params.token] = nil
   end
   pcall(vim.cmd.redrawstatus)
 end
@@ -91,9 +93,14 @@ function M.start()
 end
 
 --- The text to show: for `statusline=%{%v:lua.require'copilotd'.statusline()%}` or a statusline plugin. While the
---- daemon reports background work, that work (`copilotd: downloading the default model`).
+--- daemon reports background work, that work (`copilotd: downloading the default model`); once it exited (until a
+--- restart), `copilotd: stopped`.
 function M.text()
-  local _, title = next(M.work)
+  if daemon.stopped then
+    return 'copilotd: stopped'
+  end
+  local client = daemon.client()
+  local _, title = next(client and M.work[client.id] or {})
   if title then
     return 'copilotd: ' .. title:gsub('^copilotd: ', '')
   end
