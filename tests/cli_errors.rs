@@ -290,6 +290,33 @@ fn index_reports_once_and_rebuilds_a_damaged_store_with_one_warning() {
     assert!(stderr.lines().all(|line| !line.starts_with("warning:")), "every warning is a copilotd one: {stderr}");
 }
 
+#[test]
+fn editor_languages_the_index_has_no_files_for_are_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::write(workspace.join("a.py"), "def f():\n    return 1\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("config/copilotd")).unwrap();
+    let configure = |languages: &str| {
+        std::fs::write(dir.path().join("config/copilotd/config.toml"), format!("languages = {languages}\n")).unwrap()
+    };
+    // An editor serves Markdown; the index has no files of it and indexes the Python ones.
+    configure(r#"["python", "markdown"]"#);
+    let index = || copilotd_in(dir.path(), &["index", workspace.to_str().unwrap()]);
+    let indexed = index();
+    assert!(indexed.status.success(), "{}", String::from_utf8_lossy(&indexed.stderr));
+    let mut args = complete_args(workspace.to_str().unwrap(), "a.py", "2", "13");
+    args.extend(["--strategy", "fastcoder", "--max-tokens", "2", "--json"]);
+    completion_json(&copilotd_in(dir.path(), &args));
+    // Nothing to index: `index` says so; `complete` goes on without the repository datastore.
+    configure(r#"["markdown"]"#);
+    assert_clean_error(&index(), "nothing to index");
+    let output = copilotd_in(dir.path(), &args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("completing without the repository datastore"), "{stderr}");
+    completion_json(&output);
+}
+
 /// Every file below `dir`.
 fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();

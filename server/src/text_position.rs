@@ -8,7 +8,8 @@ use std::path::Path;
 /// person edits by hand).
 pub const MAX_SOURCE_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Reads a UTF-8 text file; binary, huge and empty files are errors.
+/// Reads a UTF-8 text file, without the byte-order mark it may begin with (editors hide it:
+/// their first column is after it); binary, huge and empty files are errors.
 pub fn read_source_file(path: &Path) -> Result<String> {
     let metadata = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
     if !metadata.is_file() {
@@ -24,8 +25,14 @@ pub fn read_source_file(path: &Path) -> Result<String> {
     if bytes.contains(&0) {
         bail!("{} is a binary file", path.display());
     }
-    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not valid UTF-8 text", path.display()))
+    let text = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not valid UTF-8 text", path.display()))?;
+    Ok(match text.strip_prefix(BYTE_ORDER_MARK) {
+        Some(rest) => rest.to_owned(),
+        None => text,
+    })
 }
+
+const BYTE_ORDER_MARK: char = '\u{feff}';
 
 /// Byte offset of 1-based `line` and `column` (characters; the column after
 /// the last character of a line is valid).
@@ -67,6 +74,16 @@ mod tests {
         assert_eq!(offset_of_line_column(text, 2, 3).unwrap(), 6);
         assert_eq!(offset_of_line_column(text, 3, 1).unwrap(), 8);
         assert_eq!(offset_of_line_column(text, 4, 2).unwrap(), 10);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_a_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bom.py");
+        std::fs::write(&path, "\u{feff}def add(a, b):\n").unwrap();
+        let text = read_source_file(&path).unwrap();
+        assert_eq!(text, "def add(a, b):\n");
+        assert_eq!(offset_of_line_column(&text, 1, 15).unwrap(), "def add(a, b):".len());
     }
 
     #[test]

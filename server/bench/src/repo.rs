@@ -82,7 +82,7 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
     anyhow::ensure!(bench.variants.first().is_some_and(|v| v.strategy == Strategy::Ar), "the first variant must be ar");
     let tokenizer = completer.tokenizer().clone();
     let tokenize = move |text: &str| tokenizer.encode(text);
-    let walk = WalkConfig::new(&["python".to_string()], &[])?;
+    let walk = WalkConfig::for_languages(&["python".to_string()], &[])?.context("python files are not indexed")?;
     let acceptance = tempfile::tempdir()?;
     let mut runs = Vec::new();
     for package in bench.packages {

@@ -24,6 +24,8 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         load_dir(path, opts)
     } else if path.is_file() {
         load_gguf(path, opts)
+    } else if path.exists() {
+        bail!("{} is neither a model file (.gguf) nor a model directory (safetensors)", path.display());
     } else {
         bail!("model not found: {}", path.display());
     };

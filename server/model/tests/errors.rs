@@ -29,6 +29,9 @@ fn write_gguf(path: &Path, metadata: &[(&str, Value)]) {
 fn missing_file() {
     let err = load_error(Path::new("/nonexistent/model.gguf"));
     assert!(err.contains("model not found: /nonexistent/model.gguf"), "{err}");
+    // A path that exists but is neither a file nor a directory (a device) is named as such.
+    #[cfg(unix)]
+    assert!(load_error(Path::new("/dev/null")).contains("/dev/null is neither a model file"));
 }
 
 #[test]

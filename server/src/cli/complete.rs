@@ -6,7 +6,7 @@ use crate::completion::{Completer, CompletionRequest, Strategy, Trigger, Unconfi
 use crate::config::{Config, MAX_TOKENS_LIMIT};
 use crate::text_position;
 use crate::workspace::paths::workspace_store_path;
-use crate::workspace::{save_store, update_workspace_store, Repository, WalkConfig};
+use crate::workspace::{save_store, update_workspace_store, with_indexing_bar, Repository, WalkConfig};
 use anyhow::{Context, Result};
 use clap::builder::RangedU64ValueParser;
 use clap::Args;
@@ -18,7 +18,9 @@ use std::sync::{Arc, RwLock};
 
 #[derive(Args, Debug)]
 pub struct CompleteArgs {
-    /// The workspace root.
+    /// The workspace root. Strategies that draft from the repository datastore (auto, rest,
+    /// fastcoder) first bring its datastore up to date, as `copilotd index` does: the first time,
+    /// that reads the whole folder.
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
     /// The file, relative to the workspace.
@@ -47,15 +49,22 @@ pub struct CompleteArgs {
 }
 
 /// The workspace's repository datastore, brought up to date (reusing what
-/// `copilotd index` or the daemon persisted) and saved for next time; used all the same where
-/// it cannot be saved (a cache directory that cannot be written), with a warning.
-fn index_quietly(workspace: &Path, tokenizer: &Tokenizer, config: &Config) -> Result<Repository> {
+/// `copilotd index` or the daemon persisted, with the indexing bar on a terminal) and saved for
+/// next time; used all the same where it cannot be saved (a cache directory that cannot be
+/// written), with a warning. `None`, with a warning, when the configured languages leave
+/// nothing to index.
+fn refreshed_repository(workspace: &Path, tokenizer: &Tokenizer, config: &Config) -> Result<Option<Repository>> {
     let root = workspace.canonicalize().with_context(|| format!("cannot open workspace {}", workspace.display()))?;
-    let walk = WalkConfig::new(&config.languages, &config.ignore)?;
+    let Some(walk) = WalkConfig::for_languages(&config.languages, &config.ignore)? else {
+        eprintln!("copilotd: warning: no language of config.toml's `languages` has files to index; completing without the repository datastore");
+        return Ok(None);
+    };
     let encoder = tokenizer.clone();
     let tokenize = move |text: &str| encoder.encode(text);
     let store_path = workspace_store_path(&root)?;
-    let (store, summary, unsaved) = update_workspace_store(&root, &walk, &tokenize, &store_path, &|_, _| {})?;
+    let updated =
+        with_indexing_bar(true, |progress| update_workspace_store(&root, &walk, &tokenize, &store_path, progress))?;
+    let (store, summary, unsaved) = updated?;
     if let Some(warning) = summary.warning {
         eprintln!("copilotd: warning: {warning}");
     }
@@ -64,7 +73,7 @@ fn index_quietly(workspace: &Path, tokenizer: &Tokenizer, config: &Config) -> Re
             eprintln!("copilotd: warning: the repository datastore is not kept for next time: {error:#}");
         }
     }
-    Ok(Repository::new(&root, Arc::new(RwLock::new(store))))
+    Ok(Some(Repository::new(&root, Arc::new(RwLock::new(store)))))
 }
 
 /// One completion, with the settings of config.toml where the flags leave them open.
@@ -96,7 +105,9 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
     }
     // The repository store feeds drafting and, for models trained with it, the prompt.
     if strategy.uses_repository_store() || completer.uses_repo_context() {
-        completer.set_repositories(vec![index_quietly(&args.workspace, completer.tokenizer(), &config)?]);
+        completer.set_repositories(
+            refreshed_repository(&args.workspace, completer.tokenizer(), &config)?.into_iter().collect(),
+        );
     }
     let relative = args.file.to_string_lossy();
     let request = CompletionRequest {

@@ -23,7 +23,9 @@ pub fn run(args: &IndexArgs) -> Result<()> {
     anyhow::ensure!(dir.is_dir(), "{} is not a directory", dir.display());
     let model = model_files::resolve(args.model.as_deref().or(config.model.as_deref()))?;
     let tokenizer = model_files::load_tokenizer(&model)?;
-    let walk = WalkConfig::new(&config.languages, &config.ignore)?;
+    let Some(walk) = WalkConfig::for_languages(&config.languages, &config.ignore)? else {
+        anyhow::bail!("nothing to index: no language of config.toml's `languages` has files the index knows");
+    };
     let tokenize = move |text: &str| tokenizer.encode(text);
     let summary = run_index(&dir, &walk, &tokenize, true)?;
     println!("{summary}");

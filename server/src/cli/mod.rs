@@ -118,8 +118,9 @@ pub struct SamplingArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = sampling::parse_top_p)]
     pub top_p: Option<f32>,
     /// Seeds each request's draws with its prompt: the same request gives the same text under
-    /// `ar`, and under drafting strategies when the drafts are the same (default: fresh
-    /// randomness per request).
+    /// `ar`, and under drafting strategies when the drafts are the same; drafts follow the
+    /// acceptance counts each run learns and saves, so runs repeat under `ar` or with
+    /// `--fixed-budget` (default: fresh randomness per request).
     #[arg(long, allow_negative_numbers = true, value_parser = sampling::parse_seed)]
     pub seed: Option<u64>,
 }
@@ -143,8 +144,9 @@ impl SamplingArgs {
     /// which only sampling uses.
     pub fn unused_warning(&self, sampling: &Sampling) -> Option<&'static str> {
         let sampling_only = self.top_p.is_some() || self.seed.is_some();
-        (sampling_only && sampling.temperature == 0.0)
-            .then_some("--top-p and --seed have no effect at temperature 0 (greedy decoding); add --temperature")
+        (sampling_only && sampling.temperature == 0.0).then_some(
+            "--top-p and --seed have no effect at temperature 0 (greedy decoding); sample with a --temperature above 0",
+        )
     }
 }
 

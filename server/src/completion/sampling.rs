@@ -11,9 +11,10 @@
 //! the same completion every time. Under a drafting strategy the draws also follow the drafts
 //! (one draw per child tried), and drafts depend on what the drafters learned from earlier
 //! requests and on the measured cost curve: the same seed reproduces the text when the drafts
-//! are the same (e.g. `copilotd complete` on one machine with the same stores), and otherwise
-//! gives a sample of the same distribution. Without a seed every request draws fresh
-//! randomness.
+//! are the same, and otherwise gives a sample of the same distribution. Each `copilotd complete`
+//! saves the acceptance counts it learned, which shape the next one's drafts: across runs the
+//! text repeats under `ar`, or with `--fixed-budget`, whose draft trees do not follow the
+//! counts. Without a seed every request draws fresh randomness.
 
 use copilotd_draft::checksum;
 use copilotd_draft::verify::SamplingParams;

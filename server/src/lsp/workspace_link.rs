@@ -12,7 +12,7 @@ use tower_lsp_server::Client;
 
 use super::progress::{self, ProgressSink};
 use super::status::{IndexState as StatusState, IndexStatus};
-use crate::workspace::{paths, IndexState, LiveWorkspace, SharedStore, WalkConfig, LANGUAGES};
+use crate::workspace::{paths, IndexState, LiveWorkspace, SharedStore, WalkConfig};
 
 /// How indexing ended: a summary for the progress end, and a warning for the user, if any.
 #[derive(Debug, Clone)]
@@ -38,17 +38,6 @@ pub struct IndexingWatch {
     progress: watch::Receiver<(usize, usize)>,
 }
 
-/// The configured languages that name file types the workspace walk knows. `None` when the
-/// user configured languages but none of them is known (nothing to index).
-fn walk_languages(languages: &[String]) -> Option<Vec<String>> {
-    let known: Vec<String> = languages
-        .iter()
-        .filter(|name| LANGUAGES.iter().any(|(language, _)| language.eq_ignore_ascii_case(name)))
-        .cloned()
-        .collect();
-    (known.is_empty() == languages.is_empty()).then_some(known)
-}
-
 impl WorkspaceLink {
     /// Starts indexing and watching the folder `root` with the model's tokenizer. `None` when
     /// the configured languages leave nothing to index.
@@ -58,10 +47,9 @@ impl WorkspaceLink {
         ignore: &[String],
         tokenizer: Tokenizer,
     ) -> Result<Option<WorkspaceLink>> {
-        let Some(languages) = walk_languages(languages) else {
+        let Some(config) = WalkConfig::for_languages(languages, ignore)? else {
             return Ok(None);
         };
-        let config = WalkConfig::new(&languages, ignore)?;
         let store_path = paths::workspace_store_path(root)?;
         let (sink, progress) = progress::channel();
         let (finish, finished) = watch::channel(None);
@@ -177,18 +165,5 @@ fn report(state: &IndexState, sink: &ProgressSink, finish: &watch::Sender<Option
                 warning: Some(format!("indexing failed: {error}")),
             }));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_known_languages_are_walked() {
-        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(walk_languages(&names(&["python", "klingon"])), Some(names(&["python"])));
-        assert_eq!(walk_languages(&names(&["klingon"])), None);
-        assert_eq!(walk_languages(&[]), Some(Vec::new()));
     }
 }

@@ -212,13 +212,21 @@ pub(super) fn tokenize_files(
 /// `progress_bar` is set. A damaged store is rebuilt with a logged warning.
 pub fn run_index(dir: &Path, config: &WalkConfig, tokenize: &Tokenize, progress_bar: bool) -> Result<IndexSummary> {
     let store_path = workspace_store_path(dir)?;
+    let result =
+        with_indexing_bar(progress_bar, |progress| index_workspace(dir, config, tokenize, &store_path, progress))?;
+    let (_, summary) = result.with_context(|| format!("cannot index {}", dir.display()))?;
+    Ok(summary)
+}
+
+/// `work` run with a progress callback that draws the indexing bar on stderr when `shown` and
+/// stderr is a terminal; the bar is cleared when `work` returns.
+pub fn with_indexing_bar<T>(shown: bool, work: impl FnOnce(&dyn Fn(usize, usize)) -> T) -> Result<T> {
     let template = "{spinner} indexing [{bar:40}] {pos}/{len} files ({eta})";
-    let bar = crate::progress_bar::on_stderr(progress_bar, 0, template)?;
-    let result = index_workspace(dir, config, tokenize, &store_path, &|done, total| {
+    let bar = crate::progress_bar::on_stderr(shown, 0, template)?;
+    let result = work(&|done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     });
     bar.finish_and_clear();
-    let (_, summary) = result.with_context(|| format!("cannot index {}", dir.display()))?;
-    Ok(summary)
+    Ok(result)
 }

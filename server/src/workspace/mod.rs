@@ -8,7 +8,7 @@ mod live;
 pub mod paths;
 mod walk;
 
-pub use index::{index_workspace, run_index, save_store, update_workspace_store, IndexSummary};
+pub use index::{index_workspace, run_index, save_store, update_workspace_store, with_indexing_bar, IndexSummary};
 pub use live::{IndexState, LiveWorkspace, Repository, SharedStore};
 pub use walk::{
     read_text, relative_key, walk, Unreadable, Walk, WalkConfig, WalkedFile, DEFAULT_MAX_FILE_SIZE, LANGUAGES,

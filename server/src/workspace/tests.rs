@@ -69,7 +69,7 @@ fn walk_applies_ignore_rules_secrets_languages_and_size() {
     #[cfg(unix)]
     std::os::unix::fs::symlink(root.join("a.py"), root.join("link.py")).unwrap();
 
-    let mut config = WalkConfig::new(&[], &["vendor/".to_owned()]).unwrap();
+    let mut config = WalkConfig::for_languages(&[], &["vendor/".to_owned()]).unwrap().unwrap();
     config.max_file_size = 1000;
     config.extensions.insert("pem".into());
     let walked = walk(root, &config, None, &NEVER).unwrap();
@@ -84,12 +84,13 @@ fn walk_applies_ignore_rules_secrets_languages_and_size() {
     assert!(keys(&walked.files).contains(&"server.pem"));
     assert!(keys(&walked.files).contains(&"keys/id_rsa.txt"));
 
-    let python = WalkConfig::new(&["Python".to_owned()], &[]).unwrap();
+    let python = WalkConfig::for_languages(&["Python".to_owned(), "markdown".to_owned()], &[]).unwrap().unwrap();
     assert_eq!(
         keys(&walk(root, &python, None, &NEVER).unwrap().files),
         ["a.py", "big.py", "sub/keep.py", "vendor/v.py"]
     );
-    assert!(WalkConfig::new(&["cobol".to_owned()], &[]).is_err());
+    // Editor languages the walk has no files for leave nothing to index.
+    assert!(WalkConfig::for_languages(&["cobol".to_owned(), "sh".to_owned()], &[]).unwrap().is_none());
 
     // A targeted walk only visits what is on the way to the targets.
     let targeted =

@@ -78,22 +78,23 @@ impl Default for WalkConfig {
 }
 
 impl WalkConfig {
-    /// The default configuration restricted to the named languages (names
-    /// from [`LANGUAGES`]; an empty list means all) with extra ignore globs.
-    pub fn new(languages: &[String], ignore: &[String]) -> Result<Self> {
+    /// The default configuration restricted to the files of the configured editor `languages`
+    /// (an empty list means all), with extra ignore globs. Language ids the walk has no
+    /// extensions for (`markdown`, `sh`: an editor serves them, nothing indexes them) are left
+    /// out; `None` when languages are configured and none of them is in [`LANGUAGES`]: nothing
+    /// to index.
+    pub fn for_languages(languages: &[String], ignore: &[String]) -> Result<Option<Self>> {
         let mut config = Self { ignore: ignore.to_vec(), ..Self::default() };
-        if !languages.is_empty() {
-            config.extensions.clear();
-            for name in languages {
-                let Some((_, exts)) = LANGUAGES.iter().find(|(l, _)| l.eq_ignore_ascii_case(name)) else {
-                    let known: Vec<&str> = LANGUAGES.iter().map(|(l, _)| *l).collect();
-                    bail!("unknown language {name:?}; known: {}", known.join(", "));
-                };
-                config.extensions.extend(exts.iter().map(|e| e.to_string()));
-            }
-        }
         config.exclusions(Path::new("/"))?;
-        Ok(config)
+        if languages.is_empty() {
+            return Ok(Some(config));
+        }
+        config.extensions = LANGUAGES
+            .iter()
+            .filter(|(language, _)| languages.iter().any(|name| language.eq_ignore_ascii_case(name)))
+            .flat_map(|(_, extensions)| extensions.iter().map(|e| e.to_string()))
+            .collect();
+        Ok((!config.extensions.is_empty()).then_some(config))
     }
 
     fn exclusions(&self, root: &Path) -> Result<Gitignore> {
