@@ -3,7 +3,9 @@
 
 Reads the run's results.json and writes results.png next to it: per package
 (and over all packages), the speedup of each variant over `ar` measured in the
-same run, and its acceptance length (new tokens per forward pass).
+same run, and its acceptance length (new tokens per forward pass). A figure
+of nothing (a variant whose tasks generated no token: `null` in results.json)
+gets no bar.
 
     python3 benches/chart.py [benches/results/repo/results.json]
 
@@ -36,18 +38,20 @@ def load(path):
 
 
 def grouped_bars(ax, packages, variants, by_key, field, colors, fmt):
-    """One group of bars per package, one bar per variant; the values of the
-    last group (the total) are written on its bars."""
+    """One group of bars per package, one bar per variant (none where the
+    figure is null); the values of the last group (the total) are written on
+    its bars."""
     width = 0.8 / len(variants)
     for i, variant in enumerate(variants):
         xs, ys = [], []
         for j, package in enumerate(packages):
             s = by_key.get((package, variant))
-            if s is not None:
+            if s is not None and s.get(field) is not None:
                 xs.append(j - 0.4 + (i + 0.5) * width)
                 ys.append(s[field])
         ax.bar(xs, ys, width, label=variant, color=colors[i], edgecolor="white", linewidth=0.3)
-        if xs and by_key.get((packages[-1], variant)) is not None:
+        total = by_key.get((packages[-1], variant))
+        if xs and total is not None and total.get(field) is not None:
             ax.annotate(fmt.format(ys[-1]), (xs[-1], ys[-1]), xytext=(0, 2), textcoords="offset points",
                         ha="center", va="bottom", rotation=90, fontsize=7)
     # Separate the total from the packages.
@@ -65,6 +69,26 @@ def budget_note(budget):
     return f", {kind} draft budget ≤ {budget.get('max_nodes')} nodes, depth {budget.get('max_depth')}"
 
 
+def decoding_note(sampling):
+    """Greedy, or the sampling of the run, when results.json records it."""
+    if not sampling or not sampling.get("temperature"):
+        return "greedy"
+    seed = sampling.get("seed")
+    return f"temperature {sampling['temperature']}, top-p {sampling.get('top_p')}" + (
+        f", seed {seed}" if seed is not None else ", unseeded")
+
+
+def title(data):
+    """The run's settings, in three short lines (a one-package chart is narrow)."""
+    return (
+        f"copilotd bench repo — {data.get('model', '?')}\n"
+        f"{str(data.get('weights', '?')).split(' (')[0]}, {str(data.get('device', '?')).split(' (')[0]}, "
+        f"{data.get('threads', '?')} threads, {decoding_note(data.get('sampling'))}\n"
+        f"{data.get('tasks_per_package', '?')} tasks/package, up to {data.get('max_tokens', '?')} tokens"
+        f"{budget_note(data.get('draft_budget'))}"
+    )
+
+
 def chart(path):
     data, packages, variants, by_key = load(path)
     if not packages:
@@ -79,13 +103,8 @@ def chart(path):
     speed.axhline(1.0, color="black", linewidth=0.9)
     speed.margins(y=0.12)
     speed.set_ylabel("speedup vs ar (same run)")
-    speed.set_title(
-        f"copilotd bench repo — {data.get('model', '?')} ({str(data.get('weights', '?')).split(' (')[0]}, "
-        f"{str(data.get('device', '?')).split(' (')[0]}, "
-        f"{data.get('threads', '?')} threads),\n{data.get('tasks_per_package', '?')} tasks/package, "
-        f"up to {data.get('max_tokens', '?')} tokens{budget_note(data.get('draft_budget'))}",
-        fontsize=10,
-    )
+    # Over the whole figure, not the axes: the legend beside them leaves the axes narrow.
+    fig.suptitle(title(data), fontsize=10)
 
     grouped_bars(accept, packages, variants, by_key, "acceptance_length", colors, "{:.2f}")
     accept.axhline(1.0, color="black", linewidth=0.9)

@@ -9,13 +9,13 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
-use copilotd_model::{CpuDescription, Kernel};
-use copilotd_server::cli::{parse, BuildCommonArgs, EngineArgs, SamplingArgs};
+use copilotd_model::{CpuDescription, Kernel, ModelInfo};
+use copilotd_server::cli::{parse, BuildCommonArgs, EngineArgs, ModelArgs, SamplingArgs};
 use copilotd_server::completion::drafting::BudgetSettings;
 use copilotd_server::completion::{
     self, calibrate, common, Calibrated, Calibration, Completer, Sampling, Strategy, Unconfirmed,
 };
-use copilotd_server::config::Config;
+use copilotd_server::config::{Config, MAX_TOKENS_LIMIT};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,13 +43,14 @@ pub enum BenchCommand {
 pub struct LspArgs {
     /// Python files to complete in (default: a few modules of the Python standard library).
     files: Vec<PathBuf>,
-    /// Cold/warm pairs to measure.
-    #[arg(long, default_value_t = 20)]
+    /// Cold/warm pairs to measure, at least 2.
+    #[arg(long, default_value_t = 20, value_parser = parse_at_least::<2>)]
     samples: usize,
-    /// Most new tokens per completion.
-    #[arg(long, default_value_t = 16)]
+    /// Most new tokens per completion, 1 to 4096.
+    #[arg(long, default_value_t = 16, value_parser = parse_max_tokens)]
     max_tokens: usize,
-    /// The model (default: as configured).
+    /// The model (default: $COPILOTD_MODEL, else the embedded default model; config.toml is
+    /// not read).
     #[arg(long)]
     model: Option<PathBuf>,
     /// Seconds between opening a document and the first request in it, for the figure of a
@@ -75,8 +76,8 @@ pub struct TypingArgs {
     /// Characters of each body typed (cut after a whole line).
     #[arg(long, default_value_t = 300)]
     max_chars: usize,
-    /// Most new tokens per completion (the editors' default).
-    #[arg(long, default_value_t = 64)]
+    /// Most new tokens per completion, 1 to 4096 (the editors' default).
+    #[arg(long, default_value_t = 64, value_parser = parse_max_tokens)]
     max_tokens: usize,
     /// Seed of the person's pace.
     #[arg(long, default_value_t = 1)]
@@ -85,7 +86,8 @@ pub struct TypingArgs {
     /// `off`, `on`, or `off,on` to replay both and compare.
     #[arg(long, value_delimiter = ',', default_value = "off", value_parser = parse_switch)]
     feedback: Vec<bool>,
-    /// The model (default: as configured).
+    /// The model (default: $COPILOTD_MODEL, else the embedded default model; config.toml is
+    /// not read).
     #[arg(long)]
     model: Option<PathBuf>,
     /// Where results.json and results.md go.
@@ -98,16 +100,16 @@ pub struct RepoArgs {
     /// Package list, one `name==version` a line.
     #[arg(long, default_value = "benches/packages.txt")]
     packages: PathBuf,
-    /// Tasks per package.
-    #[arg(long, default_value_t = 8)]
+    /// Tasks per package, at least 1.
+    #[arg(long, default_value_t = 8, value_parser = parse_at_least::<1>)]
     tasks: usize,
     /// Tasks per package that every variant completes first, unmeasured (other functions
     /// of the package): the measured tasks then meet a warm daemon, as a person does after
     /// a while. Acceptance counts carry from package to package either way.
     #[arg(long, default_value_t = 2)]
     warmup_tasks: usize,
-    /// Most new tokens per task.
-    #[arg(long, default_value_t = 128)]
+    /// Most new tokens per task, 1 to 4096.
+    #[arg(long, default_value_t = 128, value_parser = parse_max_tokens)]
     max_tokens: usize,
     /// Strategies compared with `ar` (which always runs first).
     #[arg(long, value_delimiter = ',', default_value = "pld,fastcoder", value_parser = parse::<Strategy>)]
@@ -162,14 +164,14 @@ pub struct CostCurveArgs {
     /// Node counts to measure.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,6,8,12,16,32,64")]
     nodes: Vec<usize>,
-    /// Autoregressive tokens generated for the decode-speed figure.
-    #[arg(long, default_value_t = 128)]
+    /// Autoregressive tokens generated for the decode-speed figure, at least 1.
+    #[arg(long, default_value_t = 128, value_parser = parse_at_least::<1>)]
     decode_tokens: usize,
     /// Print one JSON object on the last line.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    engine: EngineArgs,
+    model: ModelArgs,
 }
 
 pub fn run(command: BenchCommand) -> Result<()> {
@@ -185,7 +187,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
 fn cost_curve(args: &CostCurveArgs) -> Result<()> {
     anyhow::ensure!(args.repeats > 0 && args.cache > 0, "--repeats and --cache must be positive");
     anyhow::ensure!(!args.nodes.is_empty() && !args.nodes.contains(&0), "--nodes must list positive node counts");
-    let mut model = completion::load_model(&args.engine.settings(&Config::default()))?;
+    let mut model = completion::load_model(&args.model.settings(&Config::default()))?;
     let info = model.info().clone();
     let tokens = calibrate::sample_tokens(&model, args.cache + 1)?;
 
@@ -208,8 +210,8 @@ fn cost_curve(args: &CostCurveArgs) -> Result<()> {
     let t1 = rows.iter().find(|(k, _)| *k == 1).map_or(rows[0].1, |r| r.1);
 
     let cpu = CpuDescription::of_this_machine();
-    println!("model {} ({}, {}, {} threads)", info.name, info.weights, info.device, info.threads);
-    println!("{}", machine_line(&cpu, info.kernel));
+    println!("{}", model_line(&info));
+    println!("{}", machine_line(&cpu));
     println!("cache {} tokens; median of {} runs per k", args.cache, args.repeats);
     println!("{:>4}  {:>9}  {:>8}", "k", "t(k) ms", "t(k)/t(1)");
     for (k, ms) in &rows {
@@ -380,9 +382,10 @@ fn repo(args: &RepoArgs) -> Result<()> {
     };
     let mut log = |run: &TaskRun| {
         eprintln!(
-            "{} {}::{} {:<24} {:>3} tokens {:>6.1} ms/token acceptance {:.2}{}",
+            "{} {}:{} {} {:<24} {:>3} tokens {:>6.1} ms/token acceptance {:.2}{}",
             run.package,
             run.file,
+            run.line,
             run.function,
             run.variant,
             run.stats.new_tokens,
@@ -392,6 +395,11 @@ fn repo(args: &RepoArgs) -> Result<()> {
         )
     };
     let runs = repo::run(&bench, &mut completer, &mut log)?;
+    anyhow::ensure!(
+        !runs.is_empty(),
+        "no task was run: no package of {} has a function to complete",
+        args.packages.display()
+    );
     let summaries = report::summarize(&runs, &labels);
     let table = report::markdown(&summaries);
     let store_sizes =
@@ -409,12 +417,9 @@ fn repo(args: &RepoArgs) -> Result<()> {
         None => String::new(),
     };
     let header = format!(
-        "Repository benchmark: model {} ({}, {}, {} threads), {} tasks/package after {} unmeasured, up to {} tokens, {}; \
+        "Repository benchmark: {}, {} tasks/package after {} unmeasured, up to {} tokens, {}; \
          draft budget {} nodes, depth {}{}{cost_curve}.\n{}.\n\n{store_sizes}",
-        info.name,
-        info.weights,
-        info.device,
-        info.threads,
+        model_line(info),
         args.tasks,
         args.warmup_tasks,
         args.max_tokens,
@@ -422,7 +427,7 @@ fn repo(args: &RepoArgs) -> Result<()> {
         budget.max_nodes,
         budget.max_depth,
         if budget.cost_aware { ", cost-aware" } else { ", fixed" },
-        machine_line(&cpu, info.kernel),
+        machine_line(&cpu),
     );
     std::fs::write(args.out.join("results.md"), format!("{header}{table}"))?;
     let json = json!({
@@ -473,7 +478,22 @@ fn decoding(sampling: &Sampling) -> String {
 }
 
 fn sampling_json(sampling: &Sampling) -> serde_json::Value {
-    json!({"temperature": sampling.temperature, "top_p": sampling.top_p, "seed": sampling.seed})
+    json!({"temperature": report::printed_f64(sampling.temperature), "top_p": report::printed_f64(sampling.top_p), "seed": sampling.seed})
+}
+
+/// clap's check of a count flag: an integer of at least `MIN`.
+fn parse_at_least<const MIN: usize>(value: &str) -> Result<usize, String> {
+    value.parse().ok().filter(|&n| n >= MIN).ok_or_else(|| format!("expected an integer of at least {MIN}"))
+}
+
+/// clap's check of a most-new-tokens flag: 1 to 4096, as `complete --max-tokens` and the daemon.
+fn parse_max_tokens(value: &str) -> Result<usize, String> {
+    let range = 1..=MAX_TOKENS_LIMIT;
+    value
+        .parse()
+        .ok()
+        .filter(|n| range.contains(n))
+        .ok_or_else(|| format!("expected an integer in 1..={MAX_TOKENS_LIMIT}"))
 }
 
 fn lsp(args: LspArgs) -> Result<()> {
@@ -516,12 +536,13 @@ fn typing(args: &TypingArgs) -> Result<()> {
         seed: args.seed,
         feedback: args.feedback.clone(),
     };
+    let settings = options.strategies.iter().map(|s| typing::settings(&options, s)).collect::<Result<Vec<_>>>()?;
     let replays = typing::run(&options, &mut |r| {
         eprintln!(
-            "{} feedback {} {:?} {} {}: {} keystrokes, {} typed, {} accepted",
+            "{} feedback {} {} {} {}: {} keystrokes, {} typed, {} accepted",
             r.strategy,
             if r.feedback { "on" } else { "off" },
-            r.start,
+            r.start.name(),
             r.package,
             r.function,
             r.keystrokes,
@@ -532,13 +553,14 @@ fn typing(args: &TypingArgs) -> Result<()> {
     let summaries = typing::summarize(&replays);
     let cpu = CpuDescription::of_this_machine();
     let header = format!(
-        "Typing replay: {} packages × {} tasks, up to {} characters per body, maxTokens {}, seed {}.\n{}\n\n",
+        "Typing replay: {} packages × {} tasks, up to {} characters per body (cut after a whole line, at least the \
+         first), maxTokens {}, seed {}; daemons without config.toml, settings in results.json.\n{}\n\n",
         options.packages.len(),
         args.tasks,
         args.max_chars,
         args.max_tokens,
         args.seed,
-        format_args!("CPU {} (features: {})", cpu.model, cpu.features.join(" ")),
+        machine_line(&cpu),
     );
     let table = typing::table(&summaries);
     std::fs::create_dir_all(&args.out)?;
@@ -546,7 +568,7 @@ fn typing(args: &TypingArgs) -> Result<()> {
     let json = json!({
         "machine": {"cpu": cpu.model, "features": cpu.features},
         "tasks_per_package": args.tasks, "max_chars": args.max_chars, "max_tokens": args.max_tokens, "seed": args.seed,
-        "feedback": args.feedback,
+        "feedback": args.feedback, "settings": settings,
         "summaries": summaries, "replays": replays,
     });
     std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&json)?)?;
@@ -555,9 +577,16 @@ fn typing(args: &TypingArgs) -> Result<()> {
     Ok(())
 }
 
-/// The CPU and kernel a benchmark ran on, as one line of its report.
-fn machine_line(cpu: &CpuDescription, kernel: Kernel) -> String {
-    format!("CPU {} (features: {}); {kernel} kernel", cpu.model, cpu.features.join(" "))
+/// The model a benchmark ran, as its report's header names it: the weights and the device,
+/// which names the threads and the kernel (the weights' description does too: left out there).
+fn model_line(info: &ModelInfo) -> String {
+    let weights = info.weights.replace(&format!("; {} kernel", info.kernel), "");
+    format!("model {} ({weights}; {})", info.name, info.device)
+}
+
+/// The CPU a benchmark ran on, as one line of its report.
+fn machine_line(cpu: &CpuDescription) -> String {
+    format!("CPU {} (features: {})", cpu.model, cpu.features.join(" "))
 }
 
 /// The CPU and kernel a benchmark ran on, for its JSON results.
@@ -572,13 +601,68 @@ mod tests {
     use copilotd_draft::common_store::CommonParams;
 
     #[derive(Parser)]
-    struct Wrapper {
+    struct Wrapper<T: Args> {
         #[command(flatten)]
-        args: RepoArgs,
+        args: T,
+    }
+
+    /// The arguments of one bench subcommand, parsed from `line`.
+    fn parse_as<T: Args + clap::FromArgMatches>(line: &[&str]) -> Result<T, clap::Error> {
+        Wrapper::<T>::try_parse_from(std::iter::once("bench").chain(line.iter().copied())).map(|w| w.args)
     }
 
     fn parse(line: &[&str]) -> Result<RepoArgs, clap::Error> {
-        Wrapper::try_parse_from(std::iter::once("repo").chain(line.iter().copied())).map(|w| w.args)
+        parse_as(line)
+    }
+
+    #[test]
+    fn out_of_range_counts_are_command_line_errors() {
+        use clap::error::ErrorKind::{UnknownArgument, ValueValidation};
+        let kind = |error: clap::Error| error.kind();
+        for max_tokens in ["0", "4097"] {
+            let line = ["--max-tokens", max_tokens];
+            assert_eq!(parse_as::<LspArgs>(&line).map_err(kind).err(), Some(ValueValidation));
+            assert_eq!(parse_as::<TypingArgs>(&line).map_err(kind).err(), Some(ValueValidation));
+            assert_eq!(parse_as::<RepoArgs>(&line).map_err(kind).err(), Some(ValueValidation));
+        }
+        assert_eq!(parse_as::<LspArgs>(&["--max-tokens", "4096"]).unwrap().max_tokens, 4096);
+        assert_eq!(parse_as::<LspArgs>(&["--samples", "1"]).map_err(kind).err(), Some(ValueValidation));
+        assert_eq!(parse_as::<RepoArgs>(&["--tasks", "0"]).map_err(kind).err(), Some(ValueValidation));
+        let cost_curve = |line: &[&str]| parse_as::<CostCurveArgs>(line).map_err(kind).err();
+        assert_eq!(cost_curve(&["--decode-tokens", "0"]), Some(ValueValidation));
+        for unused in [
+            "--prompt-tokens=9",
+            "--no-fim",
+            "--no-repo-context",
+            "--draft-nodes=9",
+            "--draft-depth=9",
+            "--fixed-budget",
+        ] {
+            assert_eq!(cost_curve(&[unused]), Some(UnknownArgument), "{unused}");
+        }
+        assert_eq!(cost_curve(&["--threads", "2", "--weights", "q8_0", "--kernel", "portable"]), None);
+    }
+
+    #[test]
+    fn the_model_line_names_threads_and_kernel_once() {
+        let info = ModelInfo {
+            name: "M".into(),
+            architecture: "llama".into(),
+            vocab_size: 1,
+            context_length: 1,
+            device: "cpu (2 threads, avx2 kernel)".into(),
+            weights: "Q8_0 (converted from Q4_1; avx2 kernel)".into(),
+            bos_token: None,
+            eos_tokens: Vec::new(),
+            fim: None,
+            threads: 2,
+            kernel: Kernel::Avx2,
+            kernel_warning: None,
+        };
+        assert_eq!(model_line(&info), "model M (Q8_0 (converted from Q4_1); cpu (2 threads, avx2 kernel))");
+        let auto =
+            ModelInfo { weights: "4-bit as stored, the rest Q8_0 (converted from Q4_1); avx2 kernel".into(), ..info };
+        assert_eq!(model_line(&auto).matches("kernel").count(), 1);
     }
 
     #[test]

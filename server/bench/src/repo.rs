@@ -48,6 +48,11 @@ pub struct TaskRun {
     pub package: String,
     pub file: String,
     pub function: String,
+    /// 1-based line of the cursor (the body's first statement).
+    pub line: usize,
+    /// Byte offset of the cursor in the file: with the file, which task this is (two functions
+    /// of one file may share a name).
+    pub cursor: usize,
     pub variant: String,
     /// Output token-for-token equal to `ar`'s; `None` when sampling, where outputs differ
     /// by design (only their distribution is the same).
@@ -89,6 +94,15 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
         let root = packages::unpacked(package, bench.cache)?;
         let (chosen, warmup) =
             split_tasks(tasks::find_tasks(&root)?, bench.tasks_per_package, bench.warmup_tasks_per_package);
+        if chosen.is_empty() {
+            eprintln!(
+                "copilotd: warning: {} has no function to complete (a body of {}–{} lines); skipped",
+                package.label(),
+                tasks::BODY_LINES.start(),
+                tasks::BODY_LINES.end()
+            );
+            continue;
+        }
         let scratch = tempfile::tempdir()?;
         let (store, _) = index_workspace(&root, &walk, &tokenize, &scratch.path().join("repo.store"), &|_, _| {})
             .with_context(|| format!("cannot index {}", package.label()))?;
@@ -126,6 +140,8 @@ pub fn run(bench: &RepoBench, completer: &mut Completer, log: &mut dyn FnMut(&Ta
                         package: package.label(),
                         file: task.file.clone(),
                         function: task.function.clone(),
+                        line: task.line(),
+                        cursor: task.cursor,
                         variant: variant.label.clone(),
                         identical: bench.sampling.is_greedy().then(|| &completion.tokens == reference_tokens),
                         stats: completion.stats,

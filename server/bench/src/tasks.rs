@@ -24,6 +24,13 @@ pub struct Task {
     pub reference: String,
 }
 
+impl Task {
+    /// 1-based line of the cursor.
+    pub fn line(&self) -> usize {
+        1 + self.cut_text[..self.cursor].matches('\n').count()
+    }
+}
+
 /// All eligible functions in the Python files under `root`, in path order.
 pub fn find_tasks(root: &Path) -> Result<Vec<Task>> {
     let mut parser = Parser::new();
@@ -107,6 +114,7 @@ mod tests {
         assert!(task.cut_text[..task.cursor].ends_with("\"\"\"Doc.\"\"\"\n    "));
         assert_eq!(task.reference, "a = x\n    b = a + 1\n    c = b * 2\n    return c");
         assert_eq!(&task.cut_text[task.cursor..], "\n\n\nTAIL = 1\n");
+        assert_eq!(task.line(), 10);
     }
 
     #[test]

@@ -44,9 +44,9 @@ pub enum ModelCommand {
     },
 }
 
-/// Model and decoding options shared by the subcommands that load a model.
+/// The model options of every subcommand that loads a model.
 #[derive(Args, Debug, Clone)]
-pub struct EngineArgs {
+pub struct ModelArgs {
     /// A GGUF file or a safetensors directory (default: config.toml's `model` for `complete`,
     /// else the embedded SmolLM2-135M-Instruct).
     #[arg(long)]
@@ -61,6 +61,27 @@ pub struct EngineArgs {
     /// (default: $COPILOTD_KERNEL, else the fastest this CPU runs).
     #[arg(long)]
     pub kernel: Option<Kernel>,
+}
+
+impl ModelArgs {
+    /// The engine that loads the model these flags ask for, `config` giving the model and
+    /// threads they leave open; everything else at the engine's defaults.
+    pub fn settings(&self, config: &Config) -> EngineSettings {
+        EngineSettings {
+            model: self.model.clone().or_else(|| config.model.clone()),
+            threads: self.threads.or(config.threads),
+            weights: self.weights,
+            kernel: self.kernel,
+            ..EngineSettings::default()
+        }
+    }
+}
+
+/// Model and decoding options shared by the subcommands that complete.
+#[derive(Args, Debug, Clone)]
+pub struct EngineArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Most prompt tokens.
     #[arg(long, default_value_t = 2048, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub prompt_tokens: usize,
@@ -88,10 +109,6 @@ impl EngineArgs {
     /// they leave open (the benchmarks pass the defaults: their settings are their flags).
     pub fn settings(&self, config: &Config) -> EngineSettings {
         let mut settings = EngineSettings {
-            model: self.model.clone().or_else(|| config.model.clone()),
-            threads: self.threads.or(config.threads),
-            weights: self.weights,
-            kernel: self.kernel,
             fim: config.fim && !self.no_fim,
             repo_context: config.repo_context && !self.no_repo_context,
             budget: BudgetSettings {
@@ -99,7 +116,7 @@ impl EngineArgs {
                 max_nodes: self.draft_nodes,
                 max_depth: self.draft_depth,
             },
-            ..EngineSettings::default()
+            ..self.model.settings(config)
         };
         settings.prompt.max_tokens = self.prompt_tokens;
         settings

@@ -150,7 +150,9 @@ impl CompletionStats {
             draft_ms: stats.draft_ms,
             ms_per_token: stats.ms_per_token(),
             tree_nodes: stats.tree_nodes,
-            curve_ms: cost.map(|cost| stats.passes.iter().map(|&(nodes, cached)| cost.cost(nodes, cached)).sum()),
+            // A fold from +0.0: `sum` of no passes is -0.0, which reports would print as such.
+            curve_ms: cost
+                .map(|cost| stats.passes.iter().fold(0.0, |ms, &(nodes, cached)| ms + cost.cost(nodes, cached))),
             stop: match stop {
                 StopReason::MaxTokens => "max_tokens",
                 StopReason::EndOfText => "end_of_text",

@@ -10,6 +10,10 @@
 //! file's prompt came, and is put back). Before those, a server of its own opens the first sample, names its
 //! place as the editors do (`copilotd/warm`) and is asked a pause later (*after a pause*: the
 //! prompt was prefilled meanwhile).
+//!
+//! An answer that the server gives from the previous suggestion, without the model (the typed
+//! character was that suggestion's next one: *typed through*), is counted apart: the latency,
+//! new-token and reuse figures are those of the answers the model generated.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,6 +23,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::client::StdioClient;
+use super::daemon::{settings_in_effect, settings_json, Daemon};
 use copilotd_server::lsp::WARM_METHOD;
 
 /// What to measure.
@@ -26,7 +31,7 @@ use copilotd_server::lsp::WARM_METHOD;
 pub struct LspBenchOptions {
     /// The `copilotd` binary to start with `--stdio`.
     pub binary: PathBuf,
-    /// GGUF model (`None`: the server's configured model).
+    /// GGUF model (`None`: `$COPILOTD_MODEL`, else the default model).
     pub model: Option<PathBuf>,
     /// Real source files to complete in (absolute paths).
     pub files: Vec<PathBuf>,
@@ -49,25 +54,38 @@ pub struct LatencySummary {
     pub max_ms: f64,
 }
 
+/// The answers to one kind of request.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestFigures {
+    /// Answers the model generated.
+    pub model_answers: usize,
+    /// Their latency (`None` without any).
+    pub latency: Option<LatencySummary>,
+    /// Their mean new tokens.
+    pub mean_new_tokens: Option<f64>,
+    /// Their mean share of the prompt's tokens whose KV entries were reused.
+    pub mean_reused_share: Option<f64>,
+    /// Answers given from the previous suggestion, without the model (no prefill, no tokens).
+    pub typed_through: usize,
+    /// Their latency (`None` without any).
+    pub typed_through_latency: Option<LatencySummary>,
+}
+
 /// The benchmark's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct LspBenchReport {
     /// Time from `initialized` to the model being ready.
     pub model_load_ms: f64,
     pub max_tokens: usize,
+    /// The daemons' settings (the benchmark's and the defaults: no config.toml is read).
+    pub settings: Value,
     /// First request after opening a file the previous request was not about.
-    pub cold: LatencySummary,
+    pub cold: RequestFigures,
     /// Request after typing one character where the previous request was.
-    pub warm: LatencySummary,
+    pub warm: RequestFigures,
     /// Request back in the previous sample's document, where its last request was, after the
     /// requests in another document.
-    pub back: LatencySummary,
-    /// Mean new tokens per completion (cold, warm).
-    pub mean_new_tokens: (f64, f64),
-    /// Mean share of the prompt's tokens whose KV entries were reused (cold, warm).
-    pub mean_reused_share: (f64, f64),
-    /// The same share for the requests back in a document.
-    pub back_reused_share: f64,
+    pub back: RequestFigures,
     /// A fresh server's first completion, asked for a pause after its document was opened and
     /// the cursor's place announced.
     pub after_pause: AfterPause,
@@ -91,14 +109,59 @@ pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn summarize(mut values: Vec<f64>) -> LatencySummary {
+/// The latency figures of `values`; `None` without any.
+fn summarize(mut values: Vec<f64>) -> Option<LatencySummary> {
+    if values.is_empty() {
+        return None;
+    }
     values.sort_by(f64::total_cmp);
-    LatencySummary {
+    Some(LatencySummary {
         samples: values.len(),
         p50_ms: percentile(&values, 50.0),
         p95_ms: percentile(&values, 95.0),
         mean_ms: values.iter().sum::<f64>() / values.len() as f64,
         max_ms: values.last().copied().unwrap_or(0.0),
+    })
+}
+
+/// One answer and what the server says of it.
+#[derive(Debug, Clone, PartialEq)]
+struct Answer {
+    ms: f64,
+    new_tokens: f64,
+    /// Share of the prompt's tokens whose KV entries were reused.
+    reused_share: f64,
+    typed_through: bool,
+}
+
+impl Answer {
+    /// The answer that took `ms`, as `last` (`copilotd/status`'s figures of the last
+    /// completion) describes it.
+    fn from_status(ms: f64, last: &Value) -> Answer {
+        let figure = |name: &str| last[name].as_f64().unwrap_or(0.0);
+        let prompt = figure("prompt_tokens");
+        Answer {
+            ms,
+            new_tokens: figure("new_tokens"),
+            reused_share: if prompt > 0.0 { figure("reused_prompt_tokens") / prompt } else { 0.0 },
+            typed_through: last["stop"] == "typed_through",
+        }
+    }
+}
+
+/// The figures of `answers`, those typed through apart.
+fn figures(answers: &[Answer]) -> RequestFigures {
+    let (through, model): (Vec<&Answer>, Vec<&Answer>) = answers.iter().partition(|a| a.typed_through);
+    let mean = |f: fn(&Answer) -> f64| {
+        (!model.is_empty()).then(|| model.iter().map(|a| f(a)).sum::<f64>() / model.len() as f64)
+    };
+    RequestFigures {
+        model_answers: model.len(),
+        latency: summarize(model.iter().map(|a| a.ms).collect()),
+        mean_new_tokens: mean(|a| a.new_tokens),
+        mean_reused_share: mean(|a| a.reused_share),
+        typed_through: through.len(),
+        typed_through_latency: summarize(through.iter().map(|a| a.ms).collect()),
     }
 }
 
@@ -133,7 +196,8 @@ fn cuts(text: &str, count: usize) -> Vec<Cut> {
     candidates.into_iter().skip(step / 2).step_by(step).take(count).collect()
 }
 
-fn latency(client: &mut StdioClient, uri: &str, line: usize, character: usize) -> Result<(f64, String)> {
+/// Asks for a completion at (`line`, `character`) of `uri`; the answer and its figures.
+fn answer(client: &mut StdioClient, uri: &str, line: usize, character: usize) -> Result<Answer> {
     let params = json!({
         "textDocument": {"uri": uri},
         "position": {"line": line, "character": character},
@@ -145,17 +209,8 @@ fn latency(client: &mut StdioClient, uri: &str, line: usize, character: usize) -
     if let Some(error) = response.get("error") {
         bail!("completion failed: {error}");
     }
-    let text = response["result"][0]["insertText"].as_str().unwrap_or_default().to_owned();
-    Ok((ms, text))
-}
-
-/// New tokens and the reused share of the prompt of the last completion.
-fn last_figures(client: &mut StdioClient) -> Result<(f64, f64)> {
     let status = client.call_ok("copilotd/status", Value::Null, TIMEOUT)?;
-    let last = &status["last"];
-    let prompt = last["prompt_tokens"].as_f64().unwrap_or(0.0);
-    let reused = last["reused_prompt_tokens"].as_f64().unwrap_or(0.0);
-    Ok((last["new_tokens"].as_f64().unwrap_or(0.0), if prompt > 0.0 { reused / prompt } else { 0.0 }))
+    Ok(Answer::from_status(ms, &status["last"]))
 }
 
 /// Waits until the server's model is loaded.
@@ -175,11 +230,17 @@ pub(super) fn wait_for_model(client: &mut StdioClient) -> Result<()> {
 /// Runs the benchmark (a few minutes on a laptop CPU). The server runs without a workspace
 /// folder, so only the buffers matter.
 pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
-    let texts: Vec<(PathBuf, String)> =
-        options.files.iter().filter_map(|path| Some((path.clone(), std::fs::read_to_string(path).ok()?))).collect();
-    if texts.is_empty() {
-        bail!("none of the {} files could be read as text", options.files.len());
-    }
+    let settings = settings_json(&settings_in_effect(&daemon_settings(options))?);
+    let texts = options
+        .files
+        .iter()
+        .map(|path| {
+            Ok((
+                path.clone(),
+                std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
+            ))
+        })
+        .collect::<Result<Vec<(PathBuf, String)>>>()?;
     let per_file = options.samples.div_ceil(texts.len());
     let mut samples: Vec<(&Path, &str, Cut)> = Vec::new();
     let all_cuts: Vec<Vec<Cut>> = texts.iter().map(|(_, text)| cuts(text, per_file)).collect();
@@ -193,27 +254,24 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
     }
     samples.truncate(options.samples);
     if samples.len() < 2 {
-        bail!("the files offer fewer than 2 places to complete");
+        bail!(
+            "the files offer {} place(s) to complete (ASCII code lines of 16 characters or more); the benchmark needs 2",
+            samples.len()
+        );
     }
 
-    let after_pause = first_after_pause(options, &samples[0])?;
-    let (mut client, model_load_ms) = start(options)?;
+    let daemon = Daemon::new(options.binary.clone())?;
+    let after_pause = first_after_pause(&daemon, options, &samples[0])?;
+    let (mut client, model_load_ms) = start(&daemon, options)?;
 
     let (mut cold, mut warm, mut back) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut cold_figures, mut warm_figures, mut back_figures) = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
     // The document of the sample before, and the place of its last request.
     let mut previous: Option<(String, usize, usize)> = None;
-    let add = |sum: &mut (f64, f64), (tokens, reused): (f64, f64)| {
-        sum.0 += tokens;
-        sum.1 += reused;
-    };
     for (index, sample) in samples.iter().enumerate() {
         let (_, text, cut) = sample;
         let line = text.split('\n').nth(cut.line).expect("a cut is on a line of its text");
         let uri = open_cut(&mut client, sample, index)?;
-        let (ms, _) = latency(&mut client, &uri, cut.line, cut.column)?;
-        cold.push(ms);
-        add(&mut cold_figures, last_figures(&mut client)?);
+        cold.push(answer(&mut client, &uri, cut.line, cut.column)?);
         let typed = &line[cut.column..cut.column + 1];
         client.notify(
             "textDocument/didChange",
@@ -223,43 +281,40 @@ pub fn bench_lsp(options: &LspBenchOptions) -> Result<LspBenchReport> {
                                               "end": {"line": cut.line, "character": cut.column}}, "text": typed}],
             }),
         )?;
-        let (ms, _) = latency(&mut client, &uri, cut.line, cut.column + 1)?;
-        warm.push(ms);
-        add(&mut warm_figures, last_figures(&mut client)?);
+        warm.push(answer(&mut client, &uri, cut.line, cut.column + 1)?);
         if let Some((before, line, column)) = previous.replace((uri, cut.line, cut.column + 1)) {
-            let (ms, _) = latency(&mut client, &before, line, column)?;
-            back.push(ms);
-            add(&mut back_figures, last_figures(&mut client)?);
+            back.push(answer(&mut client, &before, line, column)?);
             client.notify("textDocument/didClose", json!({"textDocument": {"uri": before}}))?;
         }
     }
     let _ = client.shutdown(TIMEOUT);
-    let count = samples.len() as f64;
-    let back_count = back.len() as f64;
     Ok(LspBenchReport {
         model_load_ms,
         max_tokens: options.max_tokens,
-        cold: summarize(cold),
-        warm: summarize(warm),
-        back: summarize(back),
-        mean_new_tokens: (cold_figures.0 / count, warm_figures.0 / count),
-        mean_reused_share: (cold_figures.1 / count, warm_figures.1 / count),
-        back_reused_share: back_figures.1 / back_count,
+        settings,
+        cold: figures(&cold),
+        warm: figures(&warm),
+        back: figures(&back),
         after_pause,
     })
 }
 
-/// A running server with the benchmark's settings and its model loaded, and how long from
-/// `initialize` that took.
-fn start(options: &LspBenchOptions) -> Result<(StdioClient, f64)> {
-    let mut client = StdioClient::spawn(&options.binary, &["--stdio"], &[]).context("cannot start the server")?;
+/// The settings the benchmark sends its servers.
+fn daemon_settings(options: &LspBenchOptions) -> Value {
     // Whole suggestions, not their first lines, as the latency goals count them.
     let mut settings = json!({"maxTokens": options.max_tokens, "earlyLines": false});
     if let Some(model) = &options.model {
         settings["model"] = json!(model);
     }
+    settings
+}
+
+/// A running server with the benchmark's settings and its model loaded, and how long from
+/// `initialize` that took.
+fn start(daemon: &Daemon, options: &LspBenchOptions) -> Result<(StdioClient, f64)> {
+    let mut client = daemon.spawn()?;
     let started = Instant::now();
-    client.initialize(None, settings, TIMEOUT)?;
+    client.initialize(None, daemon_settings(options), TIMEOUT)?;
     wait_for_model(&mut client)?;
     Ok((client, started.elapsed().as_secs_f64() * 1000.0))
 }
@@ -281,14 +336,13 @@ fn open_cut(client: &mut StdioClient, (path, text, cut): &(&Path, &str, Cut), in
 /// The first completion of a server of its own in `sample`, asked for `options.pause` after
 /// opening it, as a person does who opens a file and looks at it before typing. The editors
 /// tell the server where the cursor is as the buffer is entered (`copilotd/warm`), so does this.
-fn first_after_pause(options: &LspBenchOptions, sample: &(&Path, &str, Cut)) -> Result<AfterPause> {
-    let (mut client, _) = start(options)?;
+fn first_after_pause(daemon: &Daemon, options: &LspBenchOptions, sample: &(&Path, &str, Cut)) -> Result<AfterPause> {
+    let (mut client, _) = start(daemon, options)?;
     let uri = open_cut(&mut client, sample, 0)?;
     let position = json!({"line": sample.2.line, "character": sample.2.column});
     client.notify(WARM_METHOD, json!({"textDocument": {"uri": uri}, "position": position}))?;
     std::thread::sleep(options.pause);
-    let (latency_ms, _) = latency(&mut client, &uri, sample.2.line, sample.2.column)?;
-    let (_, reused_share) = last_figures(&mut client)?;
+    let Answer { ms: latency_ms, reused_share, .. } = answer(&mut client, &uri, sample.2.line, sample.2.column)?;
     let _ = client.shutdown(TIMEOUT);
     Ok(AfterPause { pause_ms: options.pause.as_secs_f64() * 1000.0, latency_ms, reused_share })
 }
@@ -300,9 +354,48 @@ mod tests {
     #[test]
     fn percentiles_use_nearest_rank() {
         let values: Vec<f64> = (1..=20).map(f64::from).collect();
-        let summary = summarize(values);
+        let summary = summarize(values).unwrap();
         assert_eq!((summary.p50_ms, summary.p95_ms, summary.max_ms), (10.0, 19.0, 20.0));
-        assert_eq!(summarize(vec![5.0]).p95_ms, 5.0);
+        assert_eq!(summarize(vec![5.0]).unwrap().p95_ms, 5.0);
+        assert!(summarize(Vec::new()).is_none());
+    }
+
+    #[test]
+    fn typed_through_answers_are_counted_apart() {
+        let by_model = json!({"prompt_tokens": 100, "reused_prompt_tokens": 99, "new_tokens": 4, "stop": "max_tokens"});
+        let through = json!({"prompt_tokens": 0, "reused_prompt_tokens": 0, "new_tokens": 0, "stop": "typed_through"});
+        let answers = [
+            Answer::from_status(120.0, &by_model),
+            Answer::from_status(0.3, &through),
+            Answer::from_status(80.0, &by_model),
+        ];
+        assert!(answers[1].typed_through && !answers[0].typed_through);
+        let warm = figures(&answers);
+        assert_eq!((warm.model_answers, warm.typed_through), (2, 1));
+        assert_eq!(warm.latency.unwrap().p50_ms, 80.0);
+        assert_eq!((warm.mean_new_tokens, warm.mean_reused_share), (Some(4.0), Some(0.99)));
+        assert_eq!(warm.typed_through_latency.unwrap().max_ms, 0.3);
+        let none = figures(&answers[1..2]);
+        assert_eq!((none.latency.is_none(), none.mean_new_tokens, none.mean_reused_share), (true, None, None));
+    }
+
+    #[test]
+    fn an_unreadable_file_is_named_before_any_server_starts() {
+        let options = LspBenchOptions {
+            binary: PathBuf::from("/nonexistent/copilotd"),
+            model: None,
+            files: vec![PathBuf::from("/nonexistent/missing.py")],
+            samples: 2,
+            max_tokens: 16,
+            pause: Duration::ZERO,
+        };
+        let error = format!("{:#}", bench_lsp(&options).unwrap_err());
+        assert!(error.starts_with("cannot read /nonexistent/missing.py: "), "{error}");
+        let dir = tempfile::tempdir().unwrap();
+        let short = dir.path().join("short.py");
+        std::fs::write(&short, "x = 1\nresult = compute(alpha, beta)\n").unwrap();
+        let error = bench_lsp(&LspBenchOptions { files: vec![short], ..options }).unwrap_err().to_string();
+        assert!(error.contains("the files offer 1 place(s) to complete"), "{error}");
     }
 
     #[test]

@@ -29,6 +29,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::client::{file_uri, StdioClient};
+use super::daemon::{settings_in_effect, settings_json, Daemon};
 use super::latency::{percentile, wait_for_model};
 use super::typist::{accepted_len, is_useful, Pace};
 use crate::tasks::Task;
@@ -52,6 +53,16 @@ pub enum Start {
     Fresh,
 }
 
+impl Start {
+    /// The name the reports use (as in the JSON results).
+    pub fn name(self) -> &'static str {
+        match self {
+            Start::Warm => "warm",
+            Start::Fresh => "fresh",
+        }
+    }
+}
+
 /// The tasks of one package, typed in its workspace.
 pub struct PackageTasks {
     pub package: String,
@@ -63,7 +74,7 @@ pub struct PackageTasks {
 pub struct TypingOptions {
     /// The `copilotd` binary to start with `--stdio`.
     pub binary: PathBuf,
-    /// GGUF model (`None`: the server's configured model).
+    /// GGUF model (`None`: `$COPILOTD_MODEL`, else the default model).
     pub model: Option<PathBuf>,
     pub strategies: Vec<String>,
     pub packages: Vec<PackageTasks>,
@@ -130,12 +141,13 @@ pub struct TypingSummary {
 /// Replays every task for every strategy, without and with feedback as asked, warm and fresh;
 /// logs each replay as it ends.
 pub fn run(options: &TypingOptions, log: &mut dyn FnMut(&Replay)) -> Result<Vec<Replay>> {
+    let daemon = Daemon::new(options.binary.clone())?;
     let mut replays = Vec::new();
     for strategy in &options.strategies {
         for &feedback in &options.feedback {
             for package in &options.packages {
                 for start in [Start::Warm, Start::Fresh] {
-                    for replay in replay_package(options, strategy, feedback, package, start)? {
+                    for replay in replay_package(&daemon, options, strategy, feedback, package, start)? {
                         log(&replay);
                         replays.push(replay);
                     }
@@ -144,6 +156,20 @@ pub fn run(options: &TypingOptions, log: &mut dyn FnMut(&Replay)) -> Result<Vec<
         }
     }
     Ok(replays)
+}
+
+/// The settings the daemons of `strategy` send, and the ones in effect with them, by
+/// config.toml's names; an error for a setting the daemon would refuse.
+pub fn settings(options: &TypingOptions, strategy: &str) -> Result<Value> {
+    Ok(settings_json(&settings_in_effect(&daemon_settings(options, strategy))?))
+}
+
+fn daemon_settings(options: &TypingOptions, strategy: &str) -> Value {
+    let mut settings = json!({"strategy": strategy, "maxTokens": options.max_tokens});
+    if let Some(model) = &options.model {
+        settings["model"] = json!(model);
+    }
+    settings
 }
 
 /// Summaries per strategy, feedback and start, in the order of the replays.
@@ -193,10 +219,10 @@ pub fn table(summaries: &[TypingSummary]) -> String {
     );
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {} | {:?} | {} | {} | {:.0} | {:.0} | {:.1}% | {} | {} | {:.1}% | {:.2} | {:.1} |\n",
+            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.1}% | {} | {} | {:.1}% | {:.2} | {:.1} |\n",
             s.strategy,
             if s.feedback { "on" } else { "off" },
-            s.start,
+            s.start.name(),
             s.tasks,
             s.keystrokes,
             s.latency_p50_ms,
@@ -233,6 +259,7 @@ fn forget_preferences(dir: &std::path::Path) -> Result<()> {
 /// One daemon for one package: warm (index ready, one completion answered first), then every
 /// task; or fresh, then the first task only.
 fn replay_package(
+    daemon: &Daemon,
     options: &TypingOptions,
     strategy: &str,
     feedback: bool,
@@ -241,12 +268,8 @@ fn replay_package(
 ) -> Result<Vec<Replay>> {
     let Some(first) = package.tasks.first() else { return Ok(Vec::new()) };
     forget_preferences(&workspace_cache_dir(&package.root)?)?;
-    let mut client = StdioClient::spawn(&options.binary, &["--stdio"], &[]).context("cannot start the server")?;
-    let mut settings = json!({"strategy": strategy, "maxTokens": options.max_tokens});
-    if let Some(model) = &options.model {
-        settings["model"] = json!(model);
-    }
-    client.initialize(Some(&package.root), settings, TIMEOUT)?;
+    let mut client = daemon.spawn()?;
+    client.initialize(Some(&package.root), daemon_settings(options, strategy), TIMEOUT)?;
     wait_for_model(&mut client)?;
     let tasks = match start {
         Start::Warm => {
@@ -539,7 +562,7 @@ mod tests {
         assert_eq!((s.tasks, s.keystrokes, s.typed_chars, s.accepted_chars), (2, 20, 16, 24));
         assert_eq!((s.latency_p50_ms, s.latency_p95_ms), (200.0, 300.0));
         assert_eq!((s.useful_share, s.accepted_share, s.tokens_per_char, s.cpu_ms_per_char), (0.5, 0.6, 2.0, 5.0));
-        assert!(table(&summaries).contains("| ar | off | Warm | 2 | 20 | 200 | 300 | 50.0% |"));
-        assert!(table(&summaries).contains("| ar | on | Warm | 1 | 10 | 50 | 50 | 50.0% |"));
+        assert!(table(&summaries).contains("| ar | off | warm | 2 | 20 | 200 | 300 | 50.0% |"));
+        assert!(table(&summaries).contains("| ar | on | warm | 1 | 10 | 50 | 50 | 50.0% |"));
     }
 }
