@@ -822,8 +822,8 @@ mod tests {
         let typed = StopRules::new("    x = ", PY);
         assert_eq!(typed.apply("1\n    x = 1\n    x = 1\n"), ("1", true));
         // Blank lines alone are no loop, nor are lines that only look alike.
-        assert_eq!(rules.apply("a()\n\n\n\n    b()").1, false);
-        assert_eq!(rules.apply("x = 1\n    x = 2\n    x = 1\n    x = 1\n").1, false);
+        assert!(!rules.apply("a()\n\n\n\n    b()").1);
+        assert!(!rules.apply("x = 1\n    x = 2\n    x = 1\n    x = 1\n").1);
     }
 
     #[test]
