@@ -13,13 +13,18 @@ vim.api.nvim_create_user_command('CopilotdStatus', function()
   vim.notify('copilotd: ' .. vim.inspect(status), vim.log.levels.INFO)
 end, { desc = 'Show the copilotd daemon status' })
 
-vim.api.nvim_create_user_command('CopilotdReindex', function()
-  local started, err = require('copilotd').reindex()
-  if started then
-    vim.notify('copilotd: re-indexing the workspace', vim.log.levels.INFO)
+--- Runs the plugin's function `action`, and says `started` when it started, else why it did not.
+local function start(action, started)
+  local ok, err = require('copilotd')[action]()
+  if ok then
+    vim.notify('copilotd: ' .. started, vim.log.levels.INFO)
   else
     vim.notify('copilotd: ' .. err, vim.log.levels.WARN)
   end
+end
+
+vim.api.nvim_create_user_command('CopilotdReindex', function()
+  start('reindex', 're-indexing the workspace')
 end, { desc = 'Rebuild the copilotd workspace index' })
 
 vim.api.nvim_create_user_command('CopilotdRequest', function()
@@ -35,10 +40,5 @@ vim.api.nvim_create_user_command('CopilotdDismiss', function()
 end, { desc = 'Hide the copilotd suggestion' })
 
 vim.api.nvim_create_user_command('CopilotdRestart', function()
-  local started, err = require('copilotd').restart()
-  if started then
-    vim.notify('copilotd: restarting the daemon', vim.log.levels.INFO)
-  else
-    vim.notify('copilotd: ' .. err, vim.log.levels.WARN)
-  end
+  start('restart', 'restarting the daemon')
 end, { desc = 'Stop the copilotd daemon and start a new one for the open buffers' })

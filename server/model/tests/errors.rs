@@ -136,18 +136,26 @@ fn untied_weights_without_a_head_and_integer_weights_are_refused() {
     assert!(err.contains(&format!("tensor '{up}' has dtype U32; expected a float type")), "{err}");
 }
 
-#[test]
-fn damaged_weights_give_a_typed_error_not_garbage() {
+/// A tiny safetensors model (tied, f32) with its tensor `name` replaced by `replace` of it.
+fn tiny_model_with(name: &str, replace: impl FnOnce(&Tensor) -> Tensor) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     common::tiny::write(dir.path(), false, DType::F32);
     let path = dir.path().join("model.safetensors");
     let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
-    // One overflowing value, as an f16 conversion leaves it.
-    let down = "model.layers.1.mlp.down_proj.weight";
-    let mut values = tensors[down].flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    values[5] = f32::INFINITY;
-    tensors.insert(down.into(), Tensor::from_vec(values, tensors[down].shape(), &Device::Cpu).unwrap());
+    let replaced = replace(&tensors[name]);
+    tensors.insert(name.into(), replaced);
     candle_core::safetensors::save(&tensors, &path).unwrap();
+    dir
+}
+
+#[test]
+fn damaged_weights_give_a_typed_error_not_garbage() {
+    // One overflowing value, as an f16 conversion leaves it.
+    let dir = tiny_model_with("model.layers.1.mlp.down_proj.weight", |down| {
+        let mut values = down.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        values[5] = f32::INFINITY;
+        Tensor::from_vec(values, down.shape(), &Device::Cpu).unwrap()
+    });
     // Converted from floats: refused at load (on aarch64 the pass gave zeros, not NaN).
     for weights in [WeightFormat::F32, WeightFormat::Q8_0] {
         let Err(err) = Model::load(dir.path(), &LoadOptions { weights, ..LoadOptions::default() }) else {
@@ -159,14 +167,8 @@ fn damaged_weights_give_a_typed_error_not_garbage() {
 
 #[test]
 fn a_pass_whose_logits_overflow_is_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    common::tiny::write(dir.path(), false, DType::F32);
-    let path = dir.path().join("model.safetensors");
-    let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
     // Finite weights, so the load accepts them, whose products overflow f32.
-    let norm = "model.norm.weight";
-    tensors.insert(norm.into(), (tensors[norm].ones_like().unwrap() * 3e38).unwrap());
-    candle_core::safetensors::save(&tensors, &path).unwrap();
+    let dir = tiny_model_with("model.norm.weight", |norm| (norm.ones_like().unwrap() * 3e38).unwrap());
     let mut model =
         Model::load(dir.path(), &LoadOptions { weights: WeightFormat::F32, ..LoadOptions::default() }).unwrap();
     let err = model.prefill(&[1, 2, 3]).expect_err("overflowing logits were returned");

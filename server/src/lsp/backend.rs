@@ -46,6 +46,8 @@ pub struct Backend {
     /// warning.
     workspace_changes: tokio::sync::Mutex<Unindexed>,
     pub(super) progress_supported: AtomicBool,
+    /// Whether `initialized` came: the model loads once, a second one is ignored.
+    pub(super) initialized: AtomicBool,
     /// Whether the person is being asked to download the default model (or it is downloading).
     pub(super) download_offered: AtomicBool,
     /// Whether `shutdown` was received (an `exit` without it is an error).
@@ -105,6 +107,7 @@ impl Backend {
             workspaces: Mutex::default(),
             workspace_changes: tokio::sync::Mutex::default(),
             progress_supported: AtomicBool::new(false),
+            initialized: AtomicBool::new(false),
             download_offered: AtomicBool::new(false),
             shut_down,
         }

@@ -133,8 +133,8 @@ pub fn apply_change(text: &mut String, change: &TextDocumentContentChangeEvent) 
             text.push_str(&change.text);
         }
         Some(range) => {
-            let start = offset_at(text, range.start).map_err(DocumentError::BadRange)?;
-            let end = offset_at(text, range.end).map_err(DocumentError::BadRange)?;
+            let start = change_offset(text, range.start).map_err(DocumentError::BadRange)?;
+            let end = change_offset(text, range.end).map_err(DocumentError::BadRange)?;
             if end < start {
                 return Err(DocumentError::ReversedRange);
             }
@@ -142,6 +142,16 @@ pub fn apply_change(text: &mut String, change: &TextDocumentContentChangeEvent) 
         }
     }
     Ok(())
+}
+
+/// [`offset_at`] of a change's range, where the line after the last one stands for the end of
+/// the text: a client that removes a document's last line may range up to the start of the
+/// line after it, though the text does not end with a line break.
+fn change_offset(text: &str, position: Position) -> Result<usize, PositionError> {
+    match offset_at(text, position) {
+        Err(PositionError::LineOutOfRange { line, lines }) if line as usize == lines => Ok(text.len()),
+        placed => placed,
+    }
 }
 
 /// An immutable view of one version of a document, cheap to clone.
@@ -345,6 +355,19 @@ mod tests {
             .unwrap();
         assert_eq!(snap.text.as_str(), "def g😀x():\n    return 1\n");
         assert_eq!(snap.version, 2);
+    }
+
+    #[test]
+    fn a_change_may_range_to_the_line_after_the_last() {
+        let docs = Documents::default();
+        let uri: Uri = "file:///w/a.py".parse().unwrap();
+        docs.open(uri.clone(), "python".into(), 1, "a = 1\nb = 2".into());
+        let snap = docs.change(&uri, 2, &[edit(pos(1, 0), pos(2, 0), "")]).unwrap();
+        assert_eq!(snap.text.as_str(), "a = 1\n");
+        let appended = docs.change(&uri, 3, &[edit(pos(2, 0), pos(2, 0), "c = 3\n")]).unwrap();
+        assert_eq!(appended.text.as_str(), "a = 1\nc = 3\n");
+        // Further than that is still an error.
+        assert!(docs.change(&uri, 4, &[edit(pos(4, 0), pos(4, 0), "x")]).is_err());
     }
 
     #[test]

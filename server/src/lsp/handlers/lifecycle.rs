@@ -43,6 +43,9 @@ pub fn initialize(backend: &Backend, params: &InitializeParams) -> InitializeRes
 
 /// Tells the user what `initialize` found wrong in the settings, and starts loading the model.
 pub fn initialized(backend: &Arc<Backend>) {
+    if backend.initialized.swap(true, Ordering::SeqCst) {
+        return tracing::debug!("a second `initialized` notification is ignored");
+    }
     let warnings = std::mem::take(&mut *lock(&backend.early_warnings));
     for warning in warnings {
         backend.notify_user(MessageType::WARNING, format!("copilotd settings: {warning}"));

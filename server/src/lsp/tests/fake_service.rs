@@ -43,6 +43,8 @@ pub struct FakeService {
     warmed: Mutex<Vec<Job>>,
     /// How many times what was learned was saved.
     saves: Mutex<usize>,
+    /// How many times a model was loaded.
+    loads: Mutex<usize>,
 }
 
 impl FakeService {
@@ -64,6 +66,10 @@ impl FakeService {
 
     pub fn saves(&self) -> usize {
         *lock(&self.saves)
+    }
+
+    pub fn loads(&self) -> usize {
+        *lock(&self.loads)
     }
 
     pub fn warmed(&self) -> Vec<Job> {
@@ -105,6 +111,7 @@ impl CompletionService for FakeService {
     }
 
     fn load(&self, _: EngineSettings) -> BoxFuture<'_, Result<(), String>> {
+        *lock(&self.loads) += 1;
         async { Ok(()) }.boxed()
     }
 

@@ -25,6 +25,24 @@ async fn exit_after_shutdown_is_a_success() {
 }
 
 #[tokio::test]
+async fn a_second_initialized_loads_nothing_again() {
+    let (mut editor, service) = editor().await;
+    editor.notify("initialized", serde_json::json!({})).await;
+    // A request answered after the notification: it was handled, and a load it started would
+    // have been asked for within the wait.
+    let id = editor.request(super::super::status::METHOD, Value::Null).await;
+    editor.response(id).await;
+    for _ in 0..50 {
+        if service.loads() > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(service.loads(), 1);
+}
+
+#[tokio::test]
 async fn exit_or_the_end_of_input_without_shutdown_is_an_error_and_saves_what_was_learned() {
     let (mut editor, service) = editor().await;
     editor.notify("exit", Value::Null).await;
