@@ -6,6 +6,7 @@ use crate::repo::{self, RepoBench, TaskRun, Variant};
 use crate::sweep::{self, Sweep};
 use crate::{full_common, memory, report};
 use anyhow::{Context, Result};
+use clap::builder::RangedU64ValueParser;
 use clap::{Args, Subcommand};
 use copilotd_draft::common_store::CommonStore;
 use copilotd_draft::fastcoder::FastCoderConfig;
@@ -44,10 +45,10 @@ pub struct LspArgs {
     /// Python files to complete in (default: a few modules of the Python standard library).
     files: Vec<PathBuf>,
     /// Cold/warm pairs to measure, at least 2.
-    #[arg(long, default_value_t = 20, value_parser = parse_at_least::<2>)]
+    #[arg(long, default_value_t = 20, value_parser = RangedU64ValueParser::<usize>::new().range(2..))]
     samples: usize,
     /// Most new tokens per completion, 1 to 4096.
-    #[arg(long, default_value_t = 16, value_parser = parse_max_tokens)]
+    #[arg(long, default_value_t = 16, value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_TOKENS_LIMIT as u64))]
     max_tokens: usize,
     /// The model (default: $COPILOTD_MODEL, else the embedded default model; config.toml is
     /// not read).
@@ -77,7 +78,7 @@ pub struct TypingArgs {
     #[arg(long, default_value_t = 300)]
     max_chars: usize,
     /// Most new tokens per completion, 1 to 4096 (the editors' default).
-    #[arg(long, default_value_t = 64, value_parser = parse_max_tokens)]
+    #[arg(long, default_value_t = 64, value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_TOKENS_LIMIT as u64))]
     max_tokens: usize,
     /// Seed of the person's pace.
     #[arg(long, default_value_t = 1)]
@@ -101,7 +102,7 @@ pub struct RepoArgs {
     #[arg(long, default_value = "benches/packages.txt")]
     packages: PathBuf,
     /// Tasks per package, at least 1.
-    #[arg(long, default_value_t = 8, value_parser = parse_at_least::<1>)]
+    #[arg(long, default_value_t = 8, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     tasks: usize,
     /// Tasks per package that every variant completes first, unmeasured (other functions
     /// of the package): the measured tasks then meet a warm daemon, as a person does after
@@ -109,7 +110,7 @@ pub struct RepoArgs {
     #[arg(long, default_value_t = 2)]
     warmup_tasks: usize,
     /// Most new tokens per task, 1 to 4096.
-    #[arg(long, default_value_t = 128, value_parser = parse_max_tokens)]
+    #[arg(long, default_value_t = 128, value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_TOKENS_LIMIT as u64))]
     max_tokens: usize,
     /// Strategies compared with `ar` (which always runs first).
     #[arg(long, value_delimiter = ',', default_value = "pld,fastcoder", value_parser = parse::<Strategy>)]
@@ -165,7 +166,7 @@ pub struct CostCurveArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,6,8,12,16,32,64")]
     nodes: Vec<usize>,
     /// Autoregressive tokens generated for the decode-speed figure, at least 1.
-    #[arg(long, default_value_t = 128, value_parser = parse_at_least::<1>)]
+    #[arg(long, default_value_t = 128, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     decode_tokens: usize,
     /// Print one JSON object on the last line.
     #[arg(long)]
@@ -479,21 +480,6 @@ fn decoding(sampling: &Sampling) -> String {
 
 fn sampling_json(sampling: &Sampling) -> serde_json::Value {
     json!({"temperature": report::printed_f64(sampling.temperature), "top_p": report::printed_f64(sampling.top_p), "seed": sampling.seed})
-}
-
-/// clap's check of a count flag: an integer of at least `MIN`.
-fn parse_at_least<const MIN: usize>(value: &str) -> Result<usize, String> {
-    value.parse().ok().filter(|&n| n >= MIN).ok_or_else(|| format!("expected an integer of at least {MIN}"))
-}
-
-/// clap's check of a most-new-tokens flag: 1 to 4096, as `complete --max-tokens` and the daemon.
-fn parse_max_tokens(value: &str) -> Result<usize, String> {
-    let range = 1..=MAX_TOKENS_LIMIT;
-    value
-        .parse()
-        .ok()
-        .filter(|n| range.contains(n))
-        .ok_or_else(|| format!("expected an integer in 1..={MAX_TOKENS_LIMIT}"))
 }
 
 fn lsp(args: LspArgs) -> Result<()> {
