@@ -193,6 +193,6 @@ export function suggestionId(item: WireInlineCompletionItem): number | undefined
  * (`more: true` in the item's command argument): asked again at the same place, it answers
  * with more of it.
  */
-export function moreLinesFollow(item: WireInlineCompletionItem): boolean {
-  return itemArgument(item)?.more === true;
+export function moreLinesFollow(item: WireInlineCompletionItem | undefined): boolean {
+  return item !== undefined && itemArgument(item)?.more === true;
 }

@@ -1,10 +1,13 @@
-/** The inline-completion provider: one `textDocument/inlineCompletion` request per VS Code request. */
+/**
+ * The inline-completion provider: one `textDocument/inlineCompletion` request per VS Code request, repeated for an
+ * explicit one until the suggestion is whole.
+ */
 import * as vscode from 'vscode';
 import { DaemonClient, errorMessage } from './daemon';
 import { toInlineCompletionItems, toInlineCompletionParams } from './mapping';
 import { ErrorCodes, InlineCompletionRequest, moreLinesFollow, resultItems, suggestionId } from './protocol';
 
-/** How long after an answer whose suggestion has more lines to come VS Code is asked for it again. */
+/** How long after an answer whose suggestion has more lines to come the rest is asked for. */
 export const MORE_LINES_DELAY_MS = 100;
 
 /** What the provider needs from the running daemon; `undefined` while it is stopped or starting. */
@@ -33,6 +36,11 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
    * Returns the daemon's items, or `undefined` when there is nothing to show. Cancellation by VS Code is
    * forwarded (`$/cancelRequest`) and answered at once without waiting for the daemon; errors are logged, never
    * thrown at VS Code, which would only log them less visibly.
+   *
+   * An explicit request (the extension's own re-ask, or the person's) asks the daemon again every
+   * {@link MORE_LINES_DELAY_MS} until the suggestion is whole, and only then answers: VS Code does not ask again at
+   * the same place and document version while an explicit request's answer is shown, so the rest of a suggestion
+   * must come in that answer.
    */
   async provideInlineCompletionItems(
     document: vscode.TextDocument,
@@ -45,19 +53,29 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
       return undefined;
     }
     const params = toInlineCompletionParams(document, position, context);
+    const explicit = context.triggerKind === vscode.InlineCompletionTriggerKind.Invoke;
+    const version = document.version;
     let cancelled: vscode.Disposable | undefined;
     const whenCancelled = new Promise<undefined>((resolve) => {
       cancelled = token.onCancellationRequested(() => resolve(undefined));
     });
+    const ask = () => Promise.race([session.client.request(InlineCompletionRequest, params, token), whenCancelled]);
     try {
-      const result = await Promise.race([session.client.request(InlineCompletionRequest, params, token), whenCancelled]);
+      let result = await ask();
+      while (explicit && moreLinesFollow(resultItems(result)[0])) {
+        await Promise.race([new Promise((resolve) => setTimeout(resolve, MORE_LINES_DELAY_MS)), whenCancelled]);
+        if (token.isCancellationRequested || !isStillAt(document, version, position)) {
+          break;
+        }
+        result = await ask();
+      }
       if (token.isCancellationRequested || result === undefined) {
         return undefined;
       }
       this.onAnswered();
       const [first] = resultItems(result);
       this.lastSuggestion = first ? suggestionId(first) : undefined;
-      if (first && moreLinesFollow(first)) {
+      if (!explicit && moreLinesFollow(first)) {
         this.askAgainSoon(document, position);
       }
       return new vscode.InlineCompletionList(toInlineCompletionItems(result, position));
@@ -86,12 +104,17 @@ export class InlineProvider implements vscode.InlineCompletionItemProvider {
     clearTimeout(this.askAgain);
     this.askAgain = setTimeout(() => {
       this.askAgain = undefined;
-      const editor = vscode.window.activeTextEditor;
-      if (editor?.document === document && document.version === version && editor.selection.active.isEqual(position)) {
+      if (isStillAt(document, version, position)) {
         void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
       }
     }, MORE_LINES_DELAY_MS);
   }
+}
+
+/** Whether the cursor of the active editor is still at `position` of `document`, unedited since `version`. */
+function isStillAt(document: vscode.TextDocument, version: number, position: vscode.Position): boolean {
+  const editor = vscode.window.activeTextEditor;
+  return editor?.document === document && document.version === version && editor.selection.active.isEqual(position);
 }
 
 /** The daemon dropped a stale request: not an error worth a log line. */

@@ -123,6 +123,26 @@ test('a suggestion with more lines to come is asked for again where it was, unle
   assert.equal(asked, 1);
 });
 
+test('a suggestion in three answers grows to the whole, though VS Code skips re-asking over an explicit answer', async () => {
+  const controller = await activateWith({ path: bin });
+  // The stand-in's trigger skips the request when an explicit one answered at the same place and version, as
+  // VS Code 1.85 does.
+  harness.commands.set('editor.action.inlineSuggest.trigger', () => harness.triggerExplicitly());
+  const document = harness.open('/w/pieces.py', 'python', 'PIECES\n');
+  const first = await harness.complete(document, new Position(0, 6));
+  assert.equal(first?.items[0].insertText, 'piece 1', 'the first line is shown early');
+  const whole = await eventually(() => {
+    const item = harness.shown?.list?.items[0];
+    return item?.insertText === 'piece 1\npiece 2\npiece 3' ? item : undefined;
+  }, 2000);
+  assert.equal((await received(controller, 'textDocument/inlineCompletion')).length, 3);
+  // Escape reports the suggestion shown last.
+  await commands.executeCommand('copilotd.dismissSuggestion');
+  await eventually(async () => (await received(controller, 'copilotd/suggestionFeedback')).length === 1 || undefined);
+  const [dismissed] = await received(controller, 'copilotd/suggestionFeedback');
+  assert.deepEqual(dismissed.params, { id: whole.command?.arguments?.[0], kind: 'dismissed' });
+});
+
 test('empty and null answers give an empty list; ranges are passed through', async () => {
   await activateWith({ path: bin });
   const document = harness.open('/w/a.py', 'python', 'EMPTY\nNULL\nx = REPLACE\n');

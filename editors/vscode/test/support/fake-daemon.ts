@@ -5,7 +5,9 @@
  * It keeps the documents it is sent (applying incremental changes by UTF-16 offsets) and answers an inline
  * completion by describing what it sees: `<line:character|text before the cursor>`. Words in the text before
  * the cursor select other behaviour: SLOW (answer only when cancelled, with RequestCancelled), FAIL (internal
- * error), EMPTY (no items), NULL (null result), REPLACE (an item whose range starts at the line start).
+ * error), EMPTY (no items), NULL (null result), REPLACE (an item whose range starts at the line start), MORE (an
+ * item with more lines to come), PIECES (a suggestion of three lines in three answers: one line more each time it is
+ * asked at the same place of the same text, as early lines do).
  */
 import {
   ResponseError,
@@ -23,6 +25,8 @@ const connection = createMessageConnection(new StreamMessageReader(process.stdin
 const documents = new Map<string, string>();
 const received: { method: string; params: unknown }[] = [];
 let completions = 0;
+/** Answers given so far to PIECES requests, by place and text. */
+const pieces = new Map<string, number>();
 
 function offsetAt(text: string, pos: Pos): number {
   const lines = text.split('\n');
@@ -105,14 +109,18 @@ connection.onRequest(
     if (before.includes('REPLACE')) {
       return { items: [{ insertText: `${before}!`, range: { start: { line, character: 0 }, end: params.position } }] };
     }
-    // Each item carries its id as copilotd's do: the number of this completion; after MORE, its first lines only.
-    const more = before.includes('MORE');
+    let insertText = `<${line}:${character}|${before}>`;
+    let more = before.includes('MORE');
+    if (before.includes('PIECES')) {
+      const key = JSON.stringify([params.textDocument.uri, params.position, text]);
+      const answers = Math.min((pieces.get(key) ?? 0) + 1, 3);
+      pieces.set(key, answers);
+      insertText = ['piece 1', 'piece 2', 'piece 3'].slice(0, answers).join('\n');
+      more = answers < 3;
+    }
+    // Each item carries its id as copilotd's do: the number of this completion.
     const command = { title: 'accepted', command: 'copilotd.suggestionAccepted', arguments: [{ id: completions, more }] };
-    return {
-      items: [
-        { insertText: `<${line}:${character}|${before}>`, range: { start: params.position, end: params.position }, command },
-      ],
-    };
+    return { items: [{ insertText, range: { start: params.position, end: params.position }, command }] };
   },
 );
 

@@ -234,6 +234,16 @@ export const harness = {
   outputShown: false,
   /** The editor with the focus: where the last completion was asked for. */
   activeEditor: undefined as { document: TextDocument; selection: { active: Position } } | undefined,
+  /** The last answer of the provider that was not cancelled nor outdated, with the request it answered. */
+  shown: undefined as
+    | {
+        document: TextDocument;
+        position: Position;
+        version: number;
+        triggerKind: InlineCompletionTriggerKind;
+        list?: InlineCompletionList;
+      }
+    | undefined,
 
   /** Resets all state between tests. */
   reset(): void {
@@ -250,6 +260,7 @@ export const harness = {
     this.outputs = [];
     this.outputShown = false;
     this.activeEditor = undefined;
+    this.shown = undefined;
     const events = [this.opened, this.changed, this.closed, this.configChanged, this.foldersChanged];
     for (const e of [...events, this.activeEditorChanged]) {
       e.dispose();
@@ -287,8 +298,8 @@ export const harness = {
       affectsConfiguration: (section: string) => keys.some((k) => k === section || k.startsWith(`${section}.`)),
     });
   },
-  /** Calls the registered inline-completion provider like VS Code does. */
-  complete(
+  /** Calls the registered inline-completion provider like VS Code does; its answer is `shown` unless outdated. */
+  async complete(
     document: TextDocument,
     position: Position,
     token = new CancellationTokenSource().token,
@@ -299,12 +310,37 @@ export const harness = {
       throw new Error('no inline completion provider registered');
     }
     this.activeEditor = { document, selection: { active: position } };
-    return provider.provider.provideInlineCompletionItems(
+    const version = document.version;
+    const list = await provider.provider.provideInlineCompletionItems(
       document,
       position,
       { triggerKind, selectedCompletionInfo: undefined },
       token,
     );
+    if (!token.isCancellationRequested && document.version === version) {
+      this.shown = { document, position, version, triggerKind, list };
+    }
+    return list;
+  },
+  /**
+   * `editor.action.inlineSuggest.trigger` as VS Code 1.85 runs it: an explicit request at the cursor, skipped when
+   * the answer shown came from a request that satisfies it (same place and document version, and itself explicit).
+   */
+  async triggerExplicitly(): Promise<void> {
+    const editor = this.activeEditor;
+    if (!editor) {
+      return;
+    }
+    const { document, selection } = editor;
+    const shown = this.shown;
+    const satisfied =
+      shown?.document === document &&
+      shown.version === document.version &&
+      shown.position.isEqual(selection.active) &&
+      shown.triggerKind === InlineCompletionTriggerKind.Invoke;
+    if (!satisfied) {
+      await this.complete(document, selection.active, undefined, InlineCompletionTriggerKind.Invoke);
+    }
   },
   log(): string {
     return this.outputs.map((o) => o.lines.join('\n')).join('\n');
