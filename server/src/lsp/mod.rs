@@ -125,7 +125,7 @@ where
     .custom_method("textDocument/inlineCompletion", Server::inline_completion)
     .custom_method(status::METHOD, Server::status)
     .custom_method("copilotd/indexedFile", Server::indexed_file)
-    .custom_method("copilotd/reindex", Server::reindex)
+    .custom_method(handlers::REINDEX_METHOD, Server::reindex)
     .custom_method(suggestions::METHOD, Server::suggestion_feedback)
     .custom_method(handlers::WARM_METHOD, Server::warm)
     .finish();

@@ -4,7 +4,8 @@
 //! error ends tokio-util's `FramedRead` stream), so a single malformed header or JSON body would
 //! kill the server. This guard does the framing itself: it forwards only messages that tower-lsp
 //! will accept, answers the rest with a JSON-RPC error (`-32700` parse error, `-32600` invalid
-//! request), and resynchronises on the next `Content-Length` header. Outgoing frames from
+//! request), and resynchronises on the next `Content-Length` header. An empty `params` of a
+//! method that takes none is dropped on the way, as tower-lsp refuses it. Outgoing frames from
 //! tower-lsp and from the guard are merged whole, so they never interleave.
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -225,6 +226,9 @@ fn check_body(body: Vec<u8>) -> Frame {
         Ok(request) if request.method().is_empty() && !has_method(&body) => {
             Frame::Reject(error(request.id().cloned().unwrap_or(Id::Null), Error::invalid_request()))
         }
+        Ok(request) if takes_no_params(request.method()) && has_empty_params(&request) => {
+            Frame::Message(without_params(request), Kind::Other)
+        }
         Ok(request) => match request.id() {
             Some(id) if request.method() == "initialize" => {
                 let id = id.clone();
@@ -243,6 +247,32 @@ fn check_body(body: Vec<u8>) -> Frame {
             Frame::Reject(error(id, Error::invalid_request()))
         }
     }
+}
+
+/// Methods without parameters. tower-lsp accepts only a missing or `null` `params` for them, and
+/// some clients send `{}` or `[]`, which would cost them the call (for `exit`, the exit itself).
+const WITHOUT_PARAMS: [&str; 4] = ["shutdown", "exit", super::status::METHOD, super::handlers::REINDEX_METHOD];
+
+fn takes_no_params(method: &str) -> bool {
+    WITHOUT_PARAMS.contains(&method)
+}
+
+fn has_empty_params(request: &Request) -> bool {
+    match request.params() {
+        Some(serde_json::Value::Object(fields)) => fields.is_empty(),
+        Some(serde_json::Value::Array(items)) => items.is_empty(),
+        _ => false,
+    }
+}
+
+/// The request's body with its `params` left out.
+fn without_params(request: Request) -> Vec<u8> {
+    let (method, id, _) = request.into_parts();
+    let request = match id {
+        Some(id) => Request::build(method).id(id).finish(),
+        None => Request::build(method).finish(),
+    };
+    serde_json::to_vec(&request).expect("requests serialize")
 }
 
 /// Whether a body was answered with a parse error (it is not JSON).

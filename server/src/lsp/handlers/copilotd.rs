@@ -118,3 +118,6 @@ pub fn warm(backend: &Backend, params: Value) {
 
 /// The method of [`warm`].
 pub const WARM_METHOD: &str = "copilotd/warm";
+
+/// The method of [`reindex`].
+pub const REINDEX_METHOD: &str = "copilotd/reindex";

@@ -17,7 +17,7 @@ use super::backend::Backend;
 use super::guard::{guarded, guarded_sync};
 use super::status::Status;
 
-pub use copilotd::WARM_METHOD;
+pub use copilotd::{REINDEX_METHOD, WARM_METHOD};
 
 /// tower-lsp's server type, on a shared backend (`Arc`) so tasks can outlive a call.
 pub struct Server(pub Arc<Backend>);
@@ -35,7 +35,7 @@ impl Server {
 
     /// `copilotd/reindex`.
     pub async fn reindex(&self) -> Result<Value> {
-        guarded("copilotd/reindex", async { copilotd::reindex(&self.0) }).await
+        guarded(REINDEX_METHOD, async { copilotd::reindex(&self.0) }).await
     }
 
     /// `copilotd/suggestionFeedback` (a notification).

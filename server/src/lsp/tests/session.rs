@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::super::SessionEnd;
 use super::fake_service::FakeService;
@@ -20,6 +20,24 @@ async fn exit_after_shutdown_is_a_success() {
     let id = editor.request("shutdown", Value::Null).await;
     assert!(editor.response(id).await.get("result").is_some());
     editor.notify("exit", Value::Null).await;
+    assert_eq!(editor.end().await, SessionEnd::AfterShutdown);
+    assert_eq!(service.saves(), 1);
+}
+
+#[tokio::test]
+async fn methods_without_params_accept_an_empty_object_or_array() {
+    let (mut editor, service) = editor().await;
+    for params in [json!({}), json!([])] {
+        let id = editor.request(super::super::status::METHOD, params).await;
+        assert!(editor.response(id).await.get("result").is_some());
+    }
+    let id = editor.request(super::super::handlers::REINDEX_METHOD, json!({})).await;
+    assert!(editor.response(id).await.get("result").is_some());
+    let id = editor.request(super::super::status::METHOD, json!({ "verbose": true })).await;
+    assert_eq!(editor.error_code(id).await, -32602, "parameters it does not take are still refused");
+    let id = editor.request("shutdown", json!({})).await;
+    assert!(editor.response(id).await.get("result").is_some());
+    editor.notify("exit", json!({})).await;
     assert_eq!(editor.end().await, SessionEnd::AfterShutdown);
     assert_eq!(service.saves(), 1);
 }
