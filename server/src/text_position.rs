@@ -1,7 +1,7 @@
 //! Reading source files and turning 1-based line/column (in characters)
 //! into byte offsets, with clear errors for everything out of range.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use std::path::Path;
 
 /// Files larger than this are not completed (they are not source code a
@@ -35,17 +35,15 @@ pub fn read_source_file(path: &Path) -> Result<String> {
 const BYTE_ORDER_MARK: char = '\u{feff}';
 
 /// Byte offset of 1-based `line` and `column` (characters; the column after
-/// the last character of a line is valid).
+/// the last character of a line is valid). Lines end at `\n`, `\r\n` or `\r`, as editors and
+/// the LSP count them.
 pub fn offset_of_line_column(text: &str, line: usize, column: usize) -> Result<usize> {
     if line == 0 || column == 0 {
         bail!("line and column are 1-based (got line {line}, column {column})");
     }
-    let line_count = text.split('\n').count();
-    let Some(line_text) = text.split('\n').nth(line - 1) else {
-        bail!("line {line} is out of range: the file has {line_count} lines");
-    };
-    let line_start = line_start_offset(text, line - 1);
-    let line_text = line_text.strip_suffix('\r').unwrap_or(line_text);
+    let line_start = line_start(text, line - 1)
+        .map_err(|lines| anyhow!("line {line} is out of range: the file has {lines} lines"))?;
+    let line_text = &text[line_start..line_end(text, line_start)];
     let chars = line_text.chars().count();
     if column > chars + 1 {
         bail!("column {column} is out of range: line {line} has {chars} characters");
@@ -54,11 +52,33 @@ pub fn offset_of_line_column(text: &str, line: usize, column: usize) -> Result<u
     Ok(line_start + within)
 }
 
-fn line_start_offset(text: &str, line_index: usize) -> usize {
-    if line_index == 0 {
-        return 0;
+/// Byte offset where 0-based line `line` starts, lines ending at `\n`, `\r\n` or `\r`; or, when
+/// there is no such line, how many lines `text` has.
+pub fn line_start(text: &str, line: usize) -> std::result::Result<usize, usize> {
+    if line == 0 {
+        return Ok(0);
     }
-    text.match_indices('\n').nth(line_index - 1).map_or(text.len(), |(i, _)| i + 1)
+    let bytes = text.as_bytes();
+    let mut current = 0;
+    // The `\n` of a `\r\n` ends no line of its own.
+    let mut second_half = None;
+    for found in memchr::memchr2_iter(b'\n', b'\r', bytes) {
+        if second_half == Some(found) {
+            continue;
+        }
+        let crlf = bytes[found] == b'\r' && bytes.get(found + 1) == Some(&b'\n');
+        second_half = crlf.then_some(found + 1);
+        current += 1;
+        if current == line {
+            return Ok(found + if crlf { 2 } else { 1 });
+        }
+    }
+    Err(current + 1)
+}
+
+/// Byte offset where the line starting at `start` ends (before its `\n`, `\r\n` or `\r`).
+pub fn line_end(text: &str, start: usize) -> usize {
+    text[start..].find(['\n', '\r']).map_or(text.len(), |length| start + length)
 }
 
 #[cfg(test)]
@@ -74,6 +94,19 @@ mod tests {
         assert_eq!(offset_of_line_column(text, 2, 3).unwrap(), 6);
         assert_eq!(offset_of_line_column(text, 3, 1).unwrap(), 8);
         assert_eq!(offset_of_line_column(text, 4, 2).unwrap(), 10);
+    }
+
+    #[test]
+    fn a_lone_carriage_return_ends_a_line() {
+        let text = "ab\rcd\r\ne\r";
+        assert_eq!(offset_of_line_column(text, 2, 1).unwrap(), 3);
+        assert_eq!(offset_of_line_column(text, 2, 3).unwrap(), 5);
+        assert_eq!(offset_of_line_column(text, 3, 2).unwrap(), 8);
+        assert_eq!(offset_of_line_column(text, 4, 1).unwrap(), 9);
+        let err = offset_of_line_column(text, 5, 1).unwrap_err().to_string();
+        assert!(err.contains("the file has 4 lines"), "{err}");
+        let err = offset_of_line_column(text, 1, 4).unwrap_err().to_string();
+        assert!(err.contains("line 1 has 2 characters"), "{err}");
     }
 
     #[test]

@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tower_lsp_server::lsp_types::{Position, TextDocumentContentChangeEvent, Uri};
 use tower_lsp_server::UriExt;
 
+use crate::text_position;
+
 /// Why a position does not denote a place in a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PositionError {
@@ -76,11 +78,10 @@ pub fn offset_at(text: &str, position: Position) -> Result<usize, PositionError>
 /// its line brought back to the line's end (what an answer at that place names).
 pub fn place(text: &str, position: Position) -> Result<(usize, Position), PositionError> {
     let start = line_start(text, position.line)?;
-    let rest = &text[start..];
-    let line_end = rest.find(['\n', '\r']).unwrap_or(rest.len());
+    let rest = &text[start..text_position::line_end(text, start)];
     let mut units = 0usize;
     let wanted = position.character as usize;
-    for (index, ch) in rest[..line_end].char_indices() {
+    for (index, ch) in rest.char_indices() {
         if units == wanted {
             return Ok((start + index, position));
         }
@@ -89,30 +90,12 @@ pub fn place(text: &str, position: Position) -> Result<(usize, Position), Positi
             return Err(PositionError::InsideSurrogatePair { line: position.line, character: position.character });
         }
     }
-    Ok((start + line_end, Position { line: position.line, character: units as u32 }))
+    Ok((start + rest.len(), Position { line: position.line, character: units as u32 }))
 }
 
 /// Byte offset where line `line` starts.
 fn line_start(text: &str, line: u32) -> Result<usize, PositionError> {
-    if line == 0 {
-        return Ok(0);
-    }
-    let bytes = text.as_bytes();
-    let mut current = 0u32;
-    // The `\n` of a `\r\n` ends no line of its own.
-    let mut second_half = None;
-    for found in memchr::memchr2_iter(b'\n', b'\r', bytes) {
-        if second_half == Some(found) {
-            continue;
-        }
-        let crlf = bytes[found] == b'\r' && bytes.get(found + 1) == Some(&b'\n');
-        second_half = crlf.then_some(found + 1);
-        current += 1;
-        if current == line {
-            return Ok(found + if crlf { 2 } else { 1 });
-        }
-    }
-    Err(PositionError::LineOutOfRange { line, lines: current as usize + 1 })
+    text_position::line_start(text, line as usize).map_err(|lines| PositionError::LineOutOfRange { line, lines })
 }
 
 /// The local file a document is the buffer of. Only `file:` URIs name files: an `untitled:`,
