@@ -41,10 +41,12 @@ def chart(path):
         width = 0.8 / len(fields)
         for i, field in enumerate(fields):
             xs = [j - 0.4 + (i + 0.5) * width for j in range(len(summaries))]
-            ys = [s[field] for s in summaries]
+            values = [s[field] for s in summaries]  # a latency is null where no suggestion was shown
+            ys = [0 if v is None else v for v in values]
             bars = ax.bar(xs, ys, width, label=field.replace("_", " "))
-            for bar, y in zip(bars, ys):
-                ax.annotate(fmt.format(y), (bar.get_x() + bar.get_width() / 2, y), xytext=(0, 2),
+            for bar, y, value in zip(bars, ys, values):
+                text = "n/a" if value is None else fmt.format(value)
+                ax.annotate(text, (bar.get_x() + bar.get_width() / 2, y), xytext=(0, 2),
                             textcoords="offset points", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(summaries)), labels, fontsize=8)
         ax.set_title(title, fontsize=9)

@@ -160,7 +160,7 @@ pub fn markdown(summaries: &[Summary]) -> String {
 }
 
 /// `value` formatted, or `n/a`.
-fn or_na(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
+pub fn or_na(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
     value.map_or("n/a".to_string(), format)
 }
 

@@ -32,6 +32,7 @@ use super::client::{file_uri, StdioClient};
 use super::daemon::{settings_in_effect, settings_json, Daemon};
 use super::latency::{percentile, wait_for_model};
 use super::typist::{accepted_len, is_useful, Pace};
+use crate::report::or_na;
 use crate::tasks::Task;
 use copilotd_server::lsp::suggestions::METHOD as FEEDBACK;
 use copilotd_server::lsp::WARM_METHOD;
@@ -125,8 +126,9 @@ pub struct TypingSummary {
     pub start: Start,
     pub tasks: usize,
     pub keystrokes: usize,
-    pub latency_p50_ms: f64,
-    pub latency_p95_ms: f64,
+    /// Keystroke to suggestion; `None` (n/a) when no suggestion was shown.
+    pub latency_p50_ms: Option<f64>,
+    pub latency_p95_ms: Option<f64>,
     pub useful_share: f64,
     pub typed_chars: usize,
     pub accepted_chars: usize,
@@ -195,8 +197,8 @@ pub fn summarize(replays: &[Replay]) -> Vec<TypingSummary> {
             TypingSummary {
                 tasks: runs.len(),
                 keystrokes,
-                latency_p50_ms: if latencies.is_empty() { f64::NAN } else { percentile(&latencies, 50.0) },
-                latency_p95_ms: if latencies.is_empty() { f64::NAN } else { percentile(&latencies, 95.0) },
+                latency_p50_ms: (!latencies.is_empty()).then(|| percentile(&latencies, 50.0)),
+                latency_p95_ms: (!latencies.is_empty()).then(|| percentile(&latencies, 95.0)),
                 useful_share: sum(|r| r.useful_keystrokes) as f64 / keystrokes.max(1) as f64,
                 typed_chars: sum(|r| r.typed_chars),
                 accepted_chars: sum(|r| r.accepted_chars),
@@ -219,14 +221,14 @@ pub fn table(summaries: &[TypingSummary]) -> String {
     );
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.1}% | {} | {} | {:.1}% | {:.2} | {:.1} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {:.1}% | {:.2} | {:.1} |\n",
             s.strategy,
             if s.feedback { "on" } else { "off" },
             s.start.name(),
             s.tasks,
             s.keystrokes,
-            s.latency_p50_ms,
-            s.latency_p95_ms,
+            or_na(s.latency_p50_ms, |ms| format!("{ms:.0}")),
+            or_na(s.latency_p95_ms, |ms| format!("{ms:.0}")),
             100.0 * s.useful_share,
             s.typed_chars,
             s.accepted_chars,
@@ -553,16 +555,24 @@ mod tests {
             generated_tokens: 40,
             cpu_ms: 100.0,
         };
-        let replays = [replay(false, vec![100.0, 300.0]), replay(true, vec![50.0]), replay(false, vec![200.0])];
+        let replays = [
+            replay(false, vec![100.0, 300.0]),
+            replay(true, vec![50.0]),
+            replay(false, vec![200.0]),
+            Replay { start: Start::Fresh, ..replay(false, Vec::new()) },
+        ];
         let summaries = summarize(&replays);
         // Replays with feedback are summed apart.
-        assert_eq!(summaries.len(), 2);
+        assert_eq!(summaries.len(), 3);
         assert_eq!((summaries[1].feedback, summaries[1].tasks), (true, 1));
         let s = &summaries[0];
         assert_eq!((s.tasks, s.keystrokes, s.typed_chars, s.accepted_chars), (2, 20, 16, 24));
-        assert_eq!((s.latency_p50_ms, s.latency_p95_ms), (200.0, 300.0));
+        assert_eq!((s.latency_p50_ms, s.latency_p95_ms), (Some(200.0), Some(300.0)));
         assert_eq!((s.useful_share, s.accepted_share, s.tokens_per_char, s.cpu_ms_per_char), (0.5, 0.6, 2.0, 5.0));
         assert!(table(&summaries).contains("| ar | off | warm | 2 | 20 | 200 | 300 | 50.0% |"));
         assert!(table(&summaries).contains("| ar | on | warm | 1 | 10 | 50 | 50 | 50.0% |"));
+        // No suggestion shown: no latency, not a number that is not one.
+        assert_eq!((summaries[2].latency_p50_ms, summaries[2].latency_p95_ms), (None, None));
+        assert!(table(&summaries).contains("| ar | off | fresh | 1 | 10 | n/a | n/a | 50.0% |"));
     }
 }
