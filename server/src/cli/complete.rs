@@ -64,10 +64,8 @@ fn refreshed_repository(workspace: &Path, tokenizer: &Tokenizer, config: &Config
     let store_path = workspace_store_path(&root)?;
     let updated =
         with_indexing_bar(true, |progress| update_workspace_store(&root, &walk, &tokenize, &store_path, progress))?;
-    let (store, summary, unsaved) = updated?;
-    if let Some(warning) = summary.warning {
-        eprintln!("copilotd: warning: {warning}");
-    }
+    // The summary's warnings were logged, so shown, as they arose.
+    let (store, _, unsaved) = updated?;
     if unsaved {
         if let Err(error) = save_store(&store, &store_path) {
             eprintln!("copilotd: warning: the repository datastore is not kept for next time: {error:#}");

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use copilotd_draft::repo_store::{FileUpdate, RepositoryStore};
 
 use super::paths::workspace_store_path;
-use super::walk::{read_text, walk, WalkConfig, WalkedFile};
+use super::walk::{read_text, walk, Walk, WalkConfig, WalkedFile};
 use super::{tokenizer_fingerprint, Tokenize};
 
 /// What an indexing run did.
@@ -38,8 +38,12 @@ impl std::fmt::Display for IndexSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "indexed {} files, {} tokens in {:.2} s ({} bytes on disk)",
-            self.files, self.tokens, self.seconds, self.bytes_on_disk
+            "indexed {} file{}, {} tokens in {:.2} s ({} bytes on disk)",
+            self.files,
+            if self.files == 1 { "" } else { "s" },
+            self.tokens,
+            self.seconds,
+            self.bytes_on_disk
         )
     }
 }
@@ -78,8 +82,8 @@ pub fn update_workspace_store(
 ) -> Result<(RepositoryStore, IndexSummary, bool)> {
     let started = Instant::now();
     let never = AtomicBool::new(false);
-    let files = walk(root, config, None, &never)?.files;
-    let (store, mut summary, changed) = build(&files, config, tokenize, store_path, progress, &never)?;
+    let walked = walk(root, config, None, &never)?;
+    let (store, mut summary, changed) = build(&walked, config, tokenize, store_path, progress, &never)?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok((store, summary, changed || !store_path.exists()))
 }
@@ -92,13 +96,13 @@ pub fn save_store(store: &RepositoryStore, store_path: &Path) -> Result<()> {
     store.save(store_path)
 }
 
-/// The store for the walked `files`, starting from the persisted one; also
+/// The store for the `walked` files, starting from the persisted one; also
 /// says whether it differs from what is persisted. `seconds` and
 /// `bytes_on_disk` of the summary are left for the caller. Once `cancel` is
 /// set, no further file is tokenized: the store returned then lacks files and
 /// must be thrown away, not saved.
 pub(super) fn build(
-    files: &[WalkedFile],
+    walked: &Walk,
     config: &WalkConfig,
     tokenize: &Tokenize,
     store_path: &Path,
@@ -109,20 +113,32 @@ pub(super) fn build(
     if let Some(cache) = store_path.parent() {
         super::paths::mark_used(cache);
     }
-    let mut warning = None;
+    let mut warnings = Vec::new();
+    let mut rebuilt = false;
     let mut store = if store_path.exists() {
         match RepositoryStore::load(store_path, fingerprint) {
             Ok(store) => store,
             Err(err) => {
-                let message = format!("rebuilding the repository datastore: {err:#}");
-                tracing::warn!("{message}");
-                warning = Some(message);
+                rebuilt = true;
+                warnings.push(format!("rebuilding the repository datastore: {err:#}"));
                 RepositoryStore::with_fingerprint(fingerprint)
             }
         }
     } else {
         RepositoryStore::with_fingerprint(fingerprint)
     };
+    if walked.left_out > 0 {
+        warnings.push(format!(
+            "the workspace holds more than {:.0} MiB of source files: {} of them, the least recently modified, \
+             are not indexed (narrow it with `ignore` globs or `languages`)",
+            config.max_total_bytes as f64 / f64::from(1 << 20),
+            walked.left_out
+        ));
+    }
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
+    let files = &walked.files;
 
     let total = files.len();
     let todo: Vec<&WalkedFile> = files.iter().filter(|f| store.stamp(&f.rel) != Some(f.stamp)).collect();
@@ -150,9 +166,9 @@ pub(super) fn build(
         source_bytes: files.iter().map(|f| f.size).sum(),
         tokenized: todo.len() - skipped.len(),
         skipped: skipped.len(),
-        warning,
+        warning: (!warnings.is_empty()).then(|| warnings.join("; ")),
     };
-    let changed = !vanished.is_empty() || !todo.is_empty() || summary.warning.is_some();
+    let changed = !vanished.is_empty() || !todo.is_empty() || rebuilt;
     Ok((store, summary, changed))
 }
 

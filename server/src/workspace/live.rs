@@ -319,7 +319,7 @@ impl Worker {
         let result = walk(&self.root, &self.config, None, &self.cancel).and_then(|walk| {
             self.watch(&walk.dirs);
             let progress = |done, total| self.set_state(IndexState::Indexing { done, total });
-            build(&walk.files, &self.config, &*self.tokenize, &self.store_path, &progress, &self.cancel)
+            build(&walk, &self.config, &*self.tokenize, &self.store_path, &progress, &self.cancel)
         });
         // A cancelled build is partial: it is neither saved nor served.
         if self.cancel.load(Ordering::Relaxed) {

@@ -184,6 +184,35 @@ fn index_reuses_unchanged_files_and_rebuilds_damaged_stores() {
 }
 
 #[test]
+fn a_workspace_over_the_size_limit_keeps_its_newest_files_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    let store_path = dir.path().join("cache/repo.store");
+    let old = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    for (rel, age) in [("a.py", 3), ("b.py", 0), ("c.py", 2), ("d.py", 1)] {
+        write(&root, rel, b"x = 1\n");
+        let file = fs::File::options().write(true).open(root.join(rel)).unwrap();
+        file.set_modified(old - Duration::from_secs(age * 60)).unwrap();
+    }
+    // Room for two files and a half.
+    let config = WalkConfig { max_total_bytes: 15, ..WalkConfig::default() };
+
+    let walked = walk(&root, &config, None, &NEVER).unwrap();
+    assert_eq!((keys(&walked.files), walked.left_out), (vec!["b.py", "d.py"], 2));
+    // A walk of chosen targets is not limited: they are what changed.
+    let targets = [root.join("a.py"), root.join("c.py")];
+    assert_eq!(walk(&root, &config, Some(&targets), &NEVER).unwrap().left_out, 0);
+
+    let (store, summary) = index_workspace(&root, &config, &bytes, &store_path, &|_, _| {}).unwrap();
+    assert_eq!(store.files().collect::<Vec<_>>(), ["b.py", "d.py"]);
+    let warning = summary.warning.unwrap();
+    assert!(warning.contains("2 of them, the least recently modified, are not indexed"), "{warning}");
+    // Within the limit, no warning.
+    let (_, summary) = index_workspace(&root, &WalkConfig::default(), &bytes, &store_path, &|_, _| {}).unwrap();
+    assert_eq!((summary.files, summary.warning), (4, None));
+}
+
+#[test]
 fn a_failing_tokenizer_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.py", b"x\n");
