@@ -495,3 +495,33 @@ fn thousands_of_files_changed_at_once_are_all_followed() {
     });
     assert!(knows(&ws.store().read().unwrap(), "def fresh_1999"));
 }
+
+#[test]
+fn a_directory_replaced_within_one_debounce_is_still_watched() {
+    let live = start_live(|root| {
+        write(root, "gone/a.py", b"def before_removal(): pass\n");
+        write(root, "swap/x/a.py", b"def swapped_x(): pass\n");
+        write(root, "swap/y/a.py", b"def swapped_y(): return\n");
+    });
+    let ws = &live.ws;
+    let root = ws.root().to_path_buf();
+    // Removed and made again, and two directories swapped, faster than the debounce: the old
+    // directories' watches went with them (or with their old names).
+    fs::remove_dir_all(root.join("gone")).unwrap();
+    write(&root, "gone/a.py", b"def made_again(): pass\n");
+    fs::rename(root.join("swap/x"), root.join("swap/t")).unwrap();
+    fs::rename(root.join("swap/y"), root.join("swap/x")).unwrap();
+    fs::rename(root.join("swap/t"), root.join("swap/y")).unwrap();
+    eventually(ws, 5 * SECOND, "the re-made file", |s| knows(s, "made_agai"));
+    // Files made later in those directories are seen.
+    write(&root, "gone/b.py", b"def later_in_remade(): pass\n");
+    write(&root, "swap/x/b.py", b"def later_in_x(): pass\n");
+    write(&root, "swap/y/b.py", b"def later_in_y(): pass\n");
+    eventually(ws, 5 * SECOND, "files made in the replaced directories", |s| {
+        knows(s, "later_in_rem") && knows(s, "later_in_x") && knows(s, "later_in_y")
+    });
+    let store = ws.store();
+    let store = store.read().unwrap();
+    assert_eq!(store.file_tokens("swap/x/a.py"), Some(&bytes("def swapped_y(): return\n").unwrap()[..]));
+    assert_eq!(store.file_tokens("swap/y/a.py"), Some(&bytes("def swapped_x(): pass\n").unwrap()[..]));
+}
