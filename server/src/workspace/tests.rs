@@ -184,6 +184,30 @@ fn index_reuses_unchanged_files_and_rebuilds_damaged_stores() {
 }
 
 #[test]
+fn files_swapped_with_the_same_size_and_time_are_told_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    let store_path = dir.path().join("repo.store");
+    let (alpha, bravo) = ("def alpha(): pass\n", "def bravo(): pass\n");
+    write(&root, "a.py", alpha.as_bytes());
+    write(&root, "b.py", bravo.as_bytes());
+    // One modification time, as files written in one clock tick have.
+    let written = std::time::SystemTime::now() - Duration::from_secs(60);
+    for name in ["a.py", "b.py"] {
+        fs::File::options().write(true).open(root.join(name)).unwrap().set_modified(written).unwrap();
+    }
+    let config = WalkConfig::default();
+    index_workspace(&root, &config, &bytes, &store_path, &|_, _| {}).unwrap();
+    fs::rename(root.join("a.py"), root.join("t.py")).unwrap();
+    fs::rename(root.join("b.py"), root.join("a.py")).unwrap();
+    fs::rename(root.join("t.py"), root.join("b.py")).unwrap();
+    let (store, summary) = index_workspace(&root, &config, &bytes, &store_path, &|_, _| {}).unwrap();
+    assert_eq!(summary.tokenized, 2);
+    assert_eq!(store.file_tokens("a.py"), Some(&bytes(bravo).unwrap()[..]));
+    assert_eq!(store.file_tokens("b.py"), Some(&bytes(alpha).unwrap()[..]));
+}
+
+#[test]
 fn a_failing_tokenizer_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.py", b"x\n");

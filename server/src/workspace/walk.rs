@@ -212,11 +212,27 @@ pub fn relative_key(root: &Path, path: &Path) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-/// Size and modification time (nanoseconds since the epoch) of a file.
+/// Size of a file, then a hash of its modification time (nanoseconds since the epoch) and its
+/// identity (device and inode number): a file renamed keeps its stamp, but one renamed over
+/// another file of the same size and time (written in the same clock tick, as a checkout
+/// writes files) does not pass for it.
 pub fn stamp_of(metadata: &std::fs::Metadata) -> Stamp {
     let modified =
         metadata.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as u64);
-    Stamp([metadata.len(), modified])
+    let [device, inode] = identity(metadata);
+    let version = [modified, device, inode].map(u64::to_le_bytes).concat();
+    Stamp([metadata.len(), copilotd_draft::checksum::of_bytes(&version)])
+}
+
+#[cfg(unix)]
+fn identity(metadata: &std::fs::Metadata) -> [u64; 2] {
+    use std::os::unix::fs::MetadataExt;
+    [metadata.dev(), metadata.ino()]
+}
+
+#[cfg(not(unix))]
+fn identity(_: &std::fs::Metadata) -> [u64; 2] {
+    [0, 0]
 }
 
 /// Why a file's contents were not admitted.
