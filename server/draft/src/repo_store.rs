@@ -19,8 +19,9 @@ pub use index::MAX_SUFFIX;
 pub use persist::{FORMAT_VERSION, MAGIC};
 
 /// An opaque version of a file's source as the caller knows it (the workspace
-/// keeps size and modification time there), persisted with the file so that a
-/// later run can tell which files need tokenizing again.
+/// keeps its size and a hash of its modification time and identity there),
+/// persisted with the file so that a later run can tell which files need
+/// tokenizing again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Stamp(pub [u64; 2]);
 

@@ -120,7 +120,7 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
     };
     let completion = completer.complete(&request, &CancelToken::new()).context("completion failed")?;
     // The acceptance counts, for the next process (a `complete` has no preference cache).
-    completer.save_learned()?;
+    completer.save_learned();
     if args.json {
         let mut object = serde_json::to_value(&completion.stats)?;
         object["text"] = json!(completion.text);

@@ -3,7 +3,7 @@
 //! ones learned instead of from zero. They count as at most
 //! [`PRIOR_WEIGHT`] verified nodes per bucket, so that a new session still
 //! adapts to its own workspace. An unusable file is logged and replaced at
-//! the next save.
+//! the next save; a failed save is the caller's to log.
 
 use super::Strategy;
 use crate::paths;
@@ -61,13 +61,12 @@ fn as_prior(mut counts: AcceptanceCounts) -> AcceptanceCounts {
     counts
 }
 
-/// Stores `counts` at `path` (whole or not at all); a failure is logged, never fatal.
-pub fn save(path: &Path, counts: &AcceptanceCounts) {
+/// Stores `counts` at `path` (whole or not at all).
+pub fn save(path: &Path, counts: &AcceptanceCounts) -> anyhow::Result<()> {
     let stored = Stored { accepted: counts.accepted.clone(), tried: counts.tried.clone() };
     let bytes = serde_json::to_vec(&stored).expect("numbers serialize");
-    if let Err(error) = copilotd_draft::atomic_file::write(path, &bytes) {
-        tracing::warn!("cannot keep the acceptance counts at {}: {error:#}", path.display());
-    }
+    copilotd_draft::atomic_file::write(path, &bytes)
+        .map_err(|error| error.context(format!("cannot keep the acceptance counts at {}", path.display())))
 }
 
 #[cfg(test)]
@@ -80,7 +79,7 @@ mod tests {
         let path = dir.path().join("counts.json");
         assert_eq!(load(&path), None);
         let counts = AcceptanceCounts { accepted: vec![1.0, 0.0, 300.0], tried: vec![3.0, 2.0, 4.0 * PRIOR_WEIGHT] };
-        save(&path, &counts);
+        save(&path, &counts).unwrap();
         let prior = AcceptanceCounts { accepted: vec![1.0, 0.0, 75.0], tried: vec![3.0, 2.0, PRIOR_WEIGHT] };
         assert_eq!(load(&path), Some(prior), "large counts keep their rate with a bounded weight");
         std::fs::write(&path, b"{not json").unwrap();

@@ -115,12 +115,16 @@ impl DraftSources {
         }
     }
 
-    /// Keeps what each strategy's cost-aware budget learned (when there is a file to keep it in).
-    pub fn save_acceptance(&self) {
-        let Some(file) = &self.acceptance_files else { return };
-        for (&strategy, policy) in &self.cost_aware {
-            acceptance::save(&file(strategy), &policy.counts());
-        }
+    /// Keeps what each strategy's cost-aware budget learned (when there is a file to keep it in);
+    /// the first failure is the error, after every file was tried.
+    pub fn save_acceptance(&self) -> Result<()> {
+        let Some(file) = &self.acceptance_files else { return Ok(()) };
+        let saved: Vec<Result<()>> = self
+            .cost_aware
+            .iter()
+            .map(|(&strategy, policy)| acceptance::save(&file(strategy), &policy.counts()))
+            .collect();
+        saved.into_iter().collect()
     }
 
     /// The budget policy for the next request of `strategy`. `fixed` is used when the

@@ -14,6 +14,7 @@ pub mod preferences;
 pub mod prompt;
 pub mod repo_context;
 pub mod sampling;
+mod save_failures;
 pub mod stop;
 pub mod strategy;
 pub mod trigger;
@@ -41,6 +42,7 @@ use drafting::{BudgetSettings, DraftSources};
 use model_adapter::LoadedModel;
 use preferences::PreferenceFile;
 use repo_context::RepoContext;
+use save_failures::SaveFailures;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -211,6 +213,9 @@ pub struct Completer {
     sources: DraftSources,
     /// Where the preference cache persists ([`Completer::restore_preferences`]).
     preference_file: Option<PreferenceFile>,
+    /// Whether saving the acceptance counts, and the preference cache, keeps failing.
+    acceptance_saves: SaveFailures,
+    preference_saves: SaveFailures,
     /// This model's forward cost by tree size and cache length, once measured or read from
     /// the cache ([`Completer::calibrate`]); until then drafting uses a small fixed tree.
     cost_model: Option<CostModel>,
@@ -253,6 +258,8 @@ impl Completer {
             settings,
             sources,
             preference_file: None,
+            acceptance_saves: SaveFailures::default(),
+            preference_saves: SaveFailures::default(),
             cost_model: None,
             token_texts: None,
             recent: VecDeque::new(),
@@ -302,14 +309,14 @@ impl Completer {
         self.preference_file = Some(file);
     }
 
-    /// Keeps what drafting learned: the budgets' acceptance counts (a failure is logged) and the
-    /// preference cache, where [`Completer::restore_preferences`] found it (not before that).
-    /// Never on a completion's path: the engine saves a while after completions, and at exit.
-    pub fn save_learned(&mut self) -> Result<()> {
-        self.sources.save_acceptance();
-        match &mut self.preference_file {
-            Some(file) => file.save(&mut crate::sync::lock(&self.sources.cache)),
-            None => Ok(()),
+    /// Keeps what drafting learned: the budgets' acceptance counts and the preference cache,
+    /// where [`Completer::restore_preferences`] found it (not before that). A failure is logged,
+    /// once while the same kind of file keeps failing. Never on a completion's path: the engine
+    /// saves a while after completions, and at exit.
+    pub fn save_learned(&mut self) {
+        self.acceptance_saves.log(self.sources.save_acceptance());
+        if let Some(file) = &mut self.preference_file {
+            self.preference_saves.log(file.save(&mut crate::sync::lock(&self.sources.cache)));
         }
     }
 
@@ -683,6 +690,37 @@ mod tests {
                 assert_eq!(stats.prompt_tokens + stats.new_tokens, context + 1);
             }
         }
+    }
+
+    #[test]
+    fn saves_that_keep_failing_are_warned_of_once() {
+        use crate::lsp::tests::captured_log::CapturedLog;
+        use copilotd_draft::budget::CostCurve;
+        use copilotd_test_support::synthetic::{self, Family, GgmlDType};
+        let dir = tempfile::tempdir().unwrap();
+        let written = synthetic::write(dir.path(), Family::StarCoder, GgmlDType::Q8_0);
+        let model = Model::load(&written.model, &LoadOptions::default()).unwrap();
+        let mut completer = Completer::new(model, EngineSettings::default());
+        // Nothing can be made below a regular file, whoever runs the test.
+        let blocker = dir.path().join("a file");
+        std::fs::write(&blocker, b"").unwrap();
+        let counts = blocker.join("acceptance");
+        completer.sources.acceptance_files = Some(Box::new(move |strategy| counts.join(format!("{strategy}.json"))));
+        let curve = CostCurve::new(vec![(1, 10.0), (32, 40.0)]).unwrap();
+        for strategy in [Strategy::Pld, Strategy::FastCoder] {
+            completer.sources.set_cost_model(strategy, CostModel::new(vec![(256, curve.clone())]).unwrap());
+        }
+        // The preference cache's lock cannot be opened: a directory holds its name.
+        let workspace = dir.path().join("workspace");
+        completer.restore_preferences(&workspace);
+        let lock = crate::workspace::paths::preferences_path(&workspace, completer.tokenizer.fingerprint());
+        std::fs::create_dir_all(format!("{}.lock", lock.display())).unwrap();
+
+        let log = CapturedLog::default();
+        tracing::subscriber::with_default(log.subscriber(), || (0..3).for_each(|_| completer.save_learned()));
+        let warnings = |about: &str| log.text().lines().filter(|l| l.contains("WARN") && l.contains(about)).count();
+        assert_eq!(warnings("acceptance counts"), 1, "{}", log.text());
+        assert_eq!(warnings(".lock"), 1, "{}", log.text());
     }
 
     #[test]

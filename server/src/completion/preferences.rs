@@ -92,8 +92,11 @@ impl PreferenceFile {
     }
 
     /// Holds the lock file beside the cache file (`<file>.lock`) until dropped: one process
-    /// at a time reads, merges and writes the file.
+    /// at a time reads, merges and writes the file. Makes the directory when it is missing.
     fn lock(&self) -> Result<std::fs::File> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
         let mut name = self.path.clone().into_os_string();
         name.push(".lock");
         let lock = std::fs::OpenOptions::new()
@@ -177,6 +180,16 @@ mod tests {
         a.save(&mut learned_by_a).unwrap();
         assert_eq!(learned_by_a.len(), 3, "A learned B's lesson too");
         assert_eq!(open(dir.path(), 7).1, 3, "the file holds both daemons' lessons");
+    }
+
+    #[test]
+    fn a_save_makes_the_workspace_cache_directory_when_there_is_none() {
+        // Nothing made it yet (no folder indexed), or a sweep removed it meanwhile.
+        let dir = tempfile::tempdir().unwrap();
+        let workspace_cache = dir.path().join("workspaces").join("0123456789abcdef");
+        let (mut file, _) = open(&workspace_cache, 7);
+        file.save(&mut learned(&[1, 2, 3])).unwrap();
+        assert_eq!(open(&workspace_cache, 7).1, 1);
     }
 
     #[test]

@@ -65,10 +65,8 @@ async fn run(
 pub async fn save(completer: &Arc<tokio::sync::Mutex<Completer>>, calibration: &CalibrationControl) {
     let _wanting = calibration.want();
     let mut completer = Arc::clone(completer).lock_owned().await;
-    let saved = tokio::task::spawn_blocking(move || completer.save_learned()).await;
-    match saved {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => tracing::warn!("{error:#}"),
-        Err(join) => tracing::warn!("saving what was learned crashed: {join}"),
+    // The completer logs its own failures to save.
+    if let Err(join) = tokio::task::spawn_blocking(move || completer.save_learned()).await {
+        tracing::warn!("saving what was learned crashed: {join}");
     }
 }

@@ -22,7 +22,7 @@ pub mod requests;
 pub mod status;
 pub mod suggestions;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod transport;
 pub mod workspace_link;
 

@@ -208,6 +208,9 @@ impl Drop for LiveWorkspace {
 #[derive(Default)]
 struct Pending {
     paths: BTreeSet<PathBuf>,
+    /// Paths removed or renamed (from or to): the watcher dropped the watch of a directory
+    /// there, even when a directory of that name is there again.
+    unwatched: BTreeSet<PathBuf>,
     renames: Vec<(PathBuf, PathBuf)>,
     overlays: BTreeMap<String, Option<String>>,
     syncs: Vec<mpsc::Sender<()>>,
@@ -236,6 +239,9 @@ impl Pending {
         }
         if let (EventKind::Modify(ModifyKind::Name(RenameMode::Both)), [from, to]) = (event.kind, &event.paths[..]) {
             self.renames.push((from.clone(), to.clone()));
+        }
+        if matches!(event.kind, EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))) {
+            self.unwatched.extend(event.paths.iter().cloned());
         }
         for path in event.paths {
             // A changed ignore file changes what its directory admits.
@@ -387,7 +393,7 @@ impl Worker {
 
     /// Applies the pending changes to the store.
     fn flush(&mut self, pending: &mut Pending) {
-        let Pending { mut paths, renames, overlays, syncs, .. } = std::mem::take(pending);
+        let Pending { mut paths, unwatched, renames, overlays, syncs, .. } = std::mem::take(pending);
         if !self.root.is_dir() {
             if !self.root_missing {
                 tracing::warn!(
@@ -411,7 +417,7 @@ impl Worker {
                     }
                 }
             }
-            self.reconcile(paths, &renames, buffers);
+            self.reconcile(paths, unwatched, &renames, buffers);
         }
         for done in syncs {
             let _ = done.send(());
@@ -430,11 +436,18 @@ impl Worker {
     }
 
     /// Makes the store agree with the disk (and the buffers) for `paths` and
-    /// everything under them.
-    fn reconcile(&mut self, paths: BTreeSet<PathBuf>, renames: &[(PathBuf, PathBuf)], buffers: Vec<(String, String)>) {
+    /// everything under them. The watches of directories in or under `unwatched` or a path gone
+    /// are forgotten first, so that the walk watches what is there now.
+    fn reconcile(
+        &mut self,
+        paths: BTreeSet<PathBuf>,
+        unwatched: BTreeSet<PathBuf>,
+        renames: &[(PathBuf, PathBuf)],
+        buffers: Vec<(String, String)>,
+    ) {
         let targets: Vec<PathBuf> =
             if paths.contains(&self.root) { vec![self.root.clone()] } else { paths.into_iter().collect() };
-        let gone: HashSet<PathBuf> = targets.iter().filter(|t| !t.exists()).cloned().collect();
+        let gone: HashSet<PathBuf> = targets.iter().filter(|t| !t.exists()).cloned().chain(unwatched).collect();
         if !gone.is_empty() {
             self.forget_watches_under(&gone);
         }

@@ -213,6 +213,30 @@ fn a_workspace_over_the_size_limit_keeps_its_newest_files_and_says_so() {
 }
 
 #[test]
+fn files_swapped_with_the_same_size_and_time_are_told_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    let store_path = dir.path().join("repo.store");
+    let (alpha, bravo) = ("def alpha(): pass\n", "def bravo(): pass\n");
+    write(&root, "a.py", alpha.as_bytes());
+    write(&root, "b.py", bravo.as_bytes());
+    // One modification time, as files written in one clock tick have.
+    let written = std::time::SystemTime::now() - Duration::from_secs(60);
+    for name in ["a.py", "b.py"] {
+        fs::File::options().write(true).open(root.join(name)).unwrap().set_modified(written).unwrap();
+    }
+    let config = WalkConfig::default();
+    index_workspace(&root, &config, &bytes, &store_path, &|_, _| {}).unwrap();
+    fs::rename(root.join("a.py"), root.join("t.py")).unwrap();
+    fs::rename(root.join("b.py"), root.join("a.py")).unwrap();
+    fs::rename(root.join("t.py"), root.join("b.py")).unwrap();
+    let (store, summary) = index_workspace(&root, &config, &bytes, &store_path, &|_, _| {}).unwrap();
+    assert_eq!(summary.tokenized, 2);
+    assert_eq!(store.file_tokens("a.py"), Some(&bytes(bravo).unwrap()[..]));
+    assert_eq!(store.file_tokens("b.py"), Some(&bytes(alpha).unwrap()[..]));
+}
+
+#[test]
 fn a_failing_tokenizer_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.py", b"x\n");
@@ -523,4 +547,34 @@ fn thousands_of_files_changed_at_once_are_all_followed() {
         s.file_count() == expected.len() && s.files().all(|f| expected.contains(f))
     });
     assert!(knows(&ws.store().read().unwrap(), "def fresh_1999"));
+}
+
+#[test]
+fn a_directory_replaced_within_one_debounce_is_still_watched() {
+    let live = start_live(|root| {
+        write(root, "gone/a.py", b"def before_removal(): pass\n");
+        write(root, "swap/x/a.py", b"def swapped_x(): pass\n");
+        write(root, "swap/y/a.py", b"def swapped_y(): return\n");
+    });
+    let ws = &live.ws;
+    let root = ws.root().to_path_buf();
+    // Removed and made again, and two directories swapped, faster than the debounce: the old
+    // directories' watches went with them (or with their old names).
+    fs::remove_dir_all(root.join("gone")).unwrap();
+    write(&root, "gone/a.py", b"def made_again(): pass\n");
+    fs::rename(root.join("swap/x"), root.join("swap/t")).unwrap();
+    fs::rename(root.join("swap/y"), root.join("swap/x")).unwrap();
+    fs::rename(root.join("swap/t"), root.join("swap/y")).unwrap();
+    eventually(ws, 5 * SECOND, "the re-made file", |s| knows(s, "made_agai"));
+    // Files made later in those directories are seen.
+    write(&root, "gone/b.py", b"def later_in_remade(): pass\n");
+    write(&root, "swap/x/b.py", b"def later_in_x(): pass\n");
+    write(&root, "swap/y/b.py", b"def later_in_y(): pass\n");
+    eventually(ws, 5 * SECOND, "files made in the replaced directories", |s| {
+        knows(s, "later_in_rem") && knows(s, "later_in_x") && knows(s, "later_in_y")
+    });
+    let store = ws.store();
+    let store = store.read().unwrap();
+    assert_eq!(store.file_tokens("swap/x/a.py"), Some(&bytes("def swapped_y(): return\n").unwrap()[..]));
+    assert_eq!(store.file_tokens("swap/y/a.py"), Some(&bytes("def swapped_x(): pass\n").unwrap()[..]));
 }

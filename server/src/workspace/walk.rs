@@ -20,7 +20,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 use copilotd_draft::repo_store::Stamp;
@@ -131,6 +131,8 @@ pub struct WalkedFile {
     pub abs: PathBuf,
     pub stamp: Stamp,
     pub size: u64,
+    /// When it was last modified (the epoch where the system does not say).
+    pub modified: SystemTime,
 }
 
 /// The admitted files and the directories that may contain them.
@@ -188,7 +190,13 @@ pub fn walk(root: &Path, config: &WalkConfig, targets: Option<&[PathBuf]>, cance
             tracing::debug!("skipping {}: path is not UTF-8", path.display());
             continue;
         };
-        out.files.push(WalkedFile { rel, abs: path.to_path_buf(), stamp: stamp_of(&metadata), size: metadata.len() });
+        out.files.push(WalkedFile {
+            rel,
+            abs: path.to_path_buf(),
+            stamp: stamp_of(&metadata),
+            size: metadata.len(),
+            modified: metadata.modified().unwrap_or(UNIX_EPOCH),
+        });
     }
     if whole {
         out.left_out = keep_newest_within(&mut out.files, config.max_total_bytes);
@@ -203,7 +211,7 @@ fn keep_newest_within(files: &mut Vec<WalkedFile>, budget: u64) -> usize {
         return 0;
     }
     let mut newest_first: Vec<usize> = (0..files.len()).collect();
-    newest_first.sort_by_key(|&i| std::cmp::Reverse(files[i].stamp.0[1]));
+    newest_first.sort_by_key(|&i| std::cmp::Reverse(files[i].modified));
     let mut kept = vec![false; files.len()];
     let mut room = budget;
     for i in newest_first {
@@ -252,11 +260,27 @@ pub fn relative_key(root: &Path, path: &Path) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-/// Size and modification time (nanoseconds since the epoch) of a file.
+/// Size of a file, then a hash of its modification time (nanoseconds since the epoch) and its
+/// identity (device and inode number): a file renamed keeps its stamp, but one renamed over
+/// another file of the same size and time (written in the same clock tick, as a checkout
+/// writes files) does not pass for it.
 pub fn stamp_of(metadata: &std::fs::Metadata) -> Stamp {
     let modified =
         metadata.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as u64);
-    Stamp([metadata.len(), modified])
+    let [device, inode] = identity(metadata);
+    let version = [modified, device, inode].map(u64::to_le_bytes).concat();
+    Stamp([metadata.len(), copilotd_draft::checksum::of_bytes(&version)])
+}
+
+#[cfg(unix)]
+fn identity(metadata: &std::fs::Metadata) -> [u64; 2] {
+    use std::os::unix::fs::MetadataExt;
+    [metadata.dev(), metadata.ino()]
+}
+
+#[cfg(not(unix))]
+fn identity(_: &std::fs::Metadata) -> [u64; 2] {
+    [0, 0]
 }
 
 /// Why a file's contents were not admitted.
