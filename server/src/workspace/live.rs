@@ -122,6 +122,7 @@ impl LiveWorkspace {
             cancel: cancel.clone(),
             watcher,
             watched: HashSet::new(),
+            watch_limit: WatchLimit::default(),
             overlays: HashSet::new(),
             root_missing: false,
             saved_generation: None,
@@ -266,6 +267,7 @@ struct Worker {
     cancel: Arc<AtomicBool>,
     watcher: RecommendedWatcher,
     watched: HashSet<PathBuf>,
+    watch_limit: WatchLimit,
     /// Keys whose store content is an editor buffer.
     overlays: HashSet<String>,
     root_missing: bool,
@@ -362,7 +364,7 @@ impl Worker {
     /// Adds a watch to each directory not watched yet; returns those.
     fn watch(&mut self, dirs: &[PathBuf]) -> Vec<PathBuf> {
         let mut added = Vec::new();
-        for dir in dirs {
+        for (i, dir) in dirs.iter().enumerate() {
             // Stopping: the watches would go with the watcher.
             if self.cancel.load(Ordering::Relaxed) {
                 break;
@@ -374,6 +376,11 @@ impl Worker {
                 Ok(()) => {
                     self.watched.insert(dir.clone());
                     added.push(dir.clone());
+                }
+                Err(err) if matches!(err.kind, notify::ErrorKind::MaxFilesWatch) => {
+                    let unwatched = dirs[i..].iter().filter(|d| !self.watched.contains(*d)).count();
+                    self.watch_limit.reached(&self.root, unwatched);
+                    break;
                 }
                 Err(err) => tracing::warn!("cannot watch {}: {err}", dir.display()),
             }
@@ -554,4 +561,25 @@ impl Worker {
 /// A store key, then the keys of the directories holding it, up to the root's (the empty key).
 fn key_and_parents(key: &str) -> impl Iterator<Item = &str> {
     std::iter::once(key).chain(key.rmatch_indices('/').map(|(i, _)| &key[..i])).chain((!key.is_empty()).then_some(""))
+}
+
+/// The system's limit of watched directories (`fs.inotify.max_user_watches` on Linux), met by
+/// a large workspace: warned of once per workspace, not once per directory left unwatched.
+#[derive(Debug, Default)]
+pub(super) struct WatchLimit {
+    warned: bool,
+}
+
+impl WatchLimit {
+    /// The limit was met with `unwatched` directories still to watch.
+    pub(super) fn reached(&mut self, root: &Path, unwatched: usize) {
+        if std::mem::replace(&mut self.warned, true) {
+            return tracing::debug!("{unwatched} more directories of {} not watched: limit reached", root.display());
+        }
+        tracing::warn!(
+            "the system's limit of watched directories is reached (on Linux: fs.inotify.max_user_watches): {unwatched} \
+             directories of {} are not watched, and changes there are indexed at the next start",
+            root.display()
+        );
+    }
 }

@@ -578,3 +578,18 @@ fn a_directory_replaced_within_one_debounce_is_still_watched() {
     assert_eq!(store.file_tokens("swap/x/a.py"), Some(&bytes("def swapped_y(): return\n").unwrap()[..]));
     assert_eq!(store.file_tokens("swap/y/a.py"), Some(&bytes("def swapped_x(): pass\n").unwrap()[..]));
 }
+
+#[test]
+fn the_limit_of_watched_directories_is_warned_of_once() {
+    use crate::lsp::tests::captured_log::CapturedLog;
+    let log = CapturedLog::default();
+    let mut limit = live::WatchLimit::default();
+    tracing::subscriber::with_default(log.subscriber(), || {
+        limit.reached(Path::new("/ws"), 120);
+        limit.reached(Path::new("/ws"), 3);
+    });
+    let text = log.text();
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(warnings[0].contains("120 directories of /ws are not watched"), "{text}");
+}
