@@ -493,8 +493,12 @@ impl Lexer {
                     chars.next();
                     Lexed::BlockComment
                 }
-                // `#` starts a comment where it starts a word (`# note`), not in `a#b` or `#[attr]`.
-                (Lexed::Code, '#') if next != Some('[') && starts_word(text, at) => Lexed::LineComment,
+                // `#` starts a comment where it starts a word (`# note`, `#!`), not in `a#b`, an
+                // attribute `#[attr]` or a name: a preprocessor line (`#define`, which a `\` may
+                // continue), a private member (`#count`), a CSS id (`#main {`).
+                (Lexed::Code, '#') if next.is_none_or(|n| n != '[' && !is_word_char(n)) && starts_word(text, at) => {
+                    Lexed::LineComment
+                }
                 (Lexed::Code, '\'') if self.lifetimes => {
                     skip_char_literal(&mut chars);
                     Lexed::Code
@@ -910,6 +914,21 @@ mod tests {
         assert_eq!(rules.apply("#[inline] x)"), ("#[inline] x", true));
         // `# ...` is a comment (shell, Ruby, YAML).
         assert_eq!(StopRules::new("", C).apply("a # ) }\nb"), ("a # ) }\nb", false));
+    }
+
+    #[test]
+    fn a_hash_before_a_name_is_code_not_a_comment() {
+        // A private method (JavaScript), a CSS id: their `{` opens the block its `}` closes.
+        let class_body = StopRules::new("  ", C);
+        let private = "#count = 0;\n  #inc() {\n    this.#count++;\n  }\n}\n";
+        assert_eq!(class_body.apply(private), ("#count = 0;\n  #inc() {\n    this.#count++;\n  }", true));
+        let css = "#header {\n  color: red;\n}\n";
+        assert_eq!(StopRules::new("", C).apply(css), (css, false));
+        // A macro continued on lines of its own.
+        let swap = "#define SWAP(a, b) do { \\\n    int t = a; a = b; b = t; \\\n} while (0)\n";
+        assert_eq!(StopRules::new("", C).apply(swap), (swap, false));
+        // A shebang is a comment.
+        assert_eq!(StopRules::new("", C).apply("#!/bin/sh (\n}"), ("#!/bin/sh (", true));
     }
 
     #[test]
