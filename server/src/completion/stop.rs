@@ -441,13 +441,16 @@ fn unmatched_closer(generated: &str, mut lexer: Lexer, mut open: usize) -> Optio
 #[derive(Clone, Copy, Debug)]
 struct Lexer {
     state: Lexed,
+    /// The last character read outside white space: a `/` after one of [`BEFORE_REGEX`] begins
+    /// a regular expression, after anything else it divides.
+    last: Option<char>,
     /// A `'` is a character literal or a lifetime (Rust), not the start of a string.
     lifetimes: bool,
 }
 
 impl Lexer {
     fn new(lifetimes: bool) -> Self {
-        Lexer { state: Lexed::Code, lifetimes }
+        Lexer { state: Lexed::Code, last: None, lifetimes }
     }
 
     /// Brackets `text` leaves open (a closing bracket without its opening one in `text`
@@ -478,20 +481,29 @@ impl Lexer {
                         Lexed::Code
                     }
                 }
-                (state @ Lexed::Quoted(_), '\\') => {
+                (state @ (Lexed::Quoted(_) | Lexed::Regex { .. }), '\\') => {
                     chars.next();
                     state
                 }
                 (Lexed::Quoted(quote), c) if c == quote => Lexed::Code,
+                // A `/` in a class (`[/]`) does not end a regular expression.
+                (Lexed::Regex { class: false }, '/') => Lexed::Code,
+                (Lexed::Regex { .. }, '[') => Lexed::Regex { class: true },
+                (Lexed::Regex { class: true }, ']') => Lexed::Regex { class: false },
                 (Lexed::BlockComment, '*') if next == Some('/') => {
                     chars.next();
                     Lexed::Code
                 }
-                (state @ (Lexed::Quoted(_) | Lexed::LineComment | Lexed::BlockComment), _) => state,
+                (state @ (Lexed::Quoted(_) | Lexed::Regex { .. } | Lexed::LineComment | Lexed::BlockComment), _) => {
+                    state
+                }
                 (Lexed::Code, '/') if next == Some('/') => Lexed::LineComment,
                 (Lexed::Code, '/') if next == Some('*') => {
                     chars.next();
                     Lexed::BlockComment
+                }
+                (Lexed::Code, '/') if self.last.is_some_and(|last| BEFORE_REGEX.contains(&last)) => {
+                    Lexed::Regex { class: false }
                 }
                 // `#` starts a comment where it starts a word (`# note`, `#!`), not in `a#b`, an
                 // attribute `#[attr]` or a name: a preprocessor line (`#define`, which a `\` may
@@ -512,6 +524,9 @@ impl Lexer {
                 }
                 (Lexed::Code, _) => Lexed::Code,
             };
+            if !c.is_whitespace() {
+                self.last = Some(c);
+            }
         }
     }
 }
@@ -521,9 +536,17 @@ impl Lexer {
 enum Lexed {
     Code,
     Quoted(char),
+    /// A regular expression (JavaScript's `/\)/`, Ruby's), `class` while in `[...]`.
+    Regex {
+        class: bool,
+    },
     LineComment,
     BlockComment,
 }
+
+/// Characters after which a `/` begins a regular expression: where an operand goes, which a
+/// division cannot follow (`(/\d+/)`, `x = /}/`, `a || /x/.test(s)`).
+const BEFORE_REGEX: &[char] = &['(', ',', '=', ':', '[', '!', '&', '|', '?', '{', ';', '~'];
 
 fn starts_word(text: &str, at: usize) -> bool {
     text[..at].chars().next_back().is_none_or(char::is_whitespace)
@@ -929,6 +952,22 @@ mod tests {
         assert_eq!(StopRules::new("", C).apply(swap), (swap, false));
         // A shebang is a comment.
         assert_eq!(StopRules::new("", C).apply("#!/bin/sh (\n}"), ("#!/bin/sh (", true));
+    }
+
+    #[test]
+    fn brackets_and_quotes_in_a_regular_expression_are_not_code() {
+        let body = StopRules::new("  ", C);
+        let cases = [
+            "const parts = line.split(/\\)/);\n  return parts;",
+            "if (/^\\s*}/.test(line)) depth--;\n  return depth;",
+            // A class holds a `/`; a quote in it opens no string.
+            "s = s.replace(/[\"/]/g, '');\n  return s;",
+            // A division.
+            "const r = (a + b) / (c - d) / 2;\n  return r;",
+        ];
+        for kept in cases {
+            assert_eq!(body.apply(&format!("{kept}\n}}\n")), (kept, true), "{kept:?}");
+        }
     }
 
     #[test]
