@@ -505,6 +505,14 @@ impl Lexer {
                 (Lexed::Code, '/') if self.last.is_some_and(|last| BEFORE_REGEX.contains(&last)) => {
                     Lexed::Regex { class: false }
                 }
+                // `-- ` starts a comment (Lua, SQL); `--i` and `x--` are code.
+                (Lexed::Code, '-')
+                    if next == Some('-')
+                        && starts_word(text, at)
+                        && text[at + 2..].chars().next().is_none_or(char::is_whitespace) =>
+                {
+                    Lexed::LineComment
+                }
                 // `#` starts a comment where it starts a word (`# note`, `#!`), not in `a#b`, an
                 // attribute `#[attr]` or a name: a preprocessor line (`#define`, which a `\` may
                 // continue), a private member (`#count`), a CSS id (`#main {`).
@@ -968,6 +976,17 @@ mod tests {
         for kept in cases {
             assert_eq!(body.apply(&format!("{kept}\n}}\n")), (kept, true), "{kept:?}");
         }
+    }
+
+    #[test]
+    fn a_double_dash_and_a_space_begin_a_comment() {
+        let lua = "-- 1) parse\n  local x = parse()\n  return x";
+        assert_eq!(StopRules::new("  ", C).apply(&format!("{lua}\nend\n")), (lua, true));
+        let sql = "SELECT id -- the key (primary\n    FROM t)";
+        assert_eq!(StopRules::new("  x IN (", C).apply(sql), ("SELECT id -- the key (primary\n    FROM t", true));
+        // A decrement.
+        let c = "--depth;\n  if (x) {\n    y();\n  }";
+        assert_eq!(StopRules::new("  ", C).apply(&format!("{c}\n}}\n")), (c, true));
     }
 
     #[test]
