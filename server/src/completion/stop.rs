@@ -11,9 +11,11 @@
 //! `function `, `pub fn `, …), the completion is that definition: it also ends before the next line
 //! as little indented as the definition's own. The same holds for any statement the person has
 //! begun on the cursor's line whose block or brackets the completion's first line opens
-//! (`int main() {`, a method's `(key) {`, `if (x) {`, Python's `for x in xs:`, a call's `(` with
-//! its arguments on lines of their own). A line after a `return` (`raise`, `throw`, `break`,
-//! `continue`) at that statement's own indentation would never run: the completion ends before it.
+//! (`int main() {`, a method's `(key) {`, `if (x) {`, Python's `for x in xs:`, Lua's `if x then`, a
+//! call's `(` with its arguments on lines of their own); a line that closes or goes on with it (`}`,
+//! `end`, `fi`, `} else {`, `else:`, `rescue`) is still its own. A line after a `return` (`raise`,
+//! `throw`, `break`, `continue`) at that statement's own indentation would never run: the
+//! completion ends before it.
 //! A completion that begins with a definition on a line where nothing is typed (a blank line in a
 //! class body) is that definition: it ends before the next definition (or decorator) as little
 //! indented, so a suggestion is one method, not the rest of the class.
@@ -249,8 +251,9 @@ impl StopRules {
         begins_definition(typed).then(|| self.line_prefix.len() - typed.len())
     }
 
-    /// Whether the line of code `content` (without its indentation) ends by opening brackets, or
-    /// in Python a compound statement's block; a comment opens nothing (`# Steps:`).
+    /// Whether the line of code `content` (without its indentation) ends by opening brackets, a
+    /// block that a word closes (`then`, `do`: Lua, shell), or in Python a compound statement's
+    /// block; a comment opens nothing (`# Steps:`).
     fn opens_block(&self, content: &str) -> bool {
         let code = content.trim_end();
         if self.syntax == BlockSyntax::Prose
@@ -262,18 +265,20 @@ impl StopRules {
             return false;
         }
         let compound = || PYTHON_COMPOUND_WORDS.contains(&first_word(code));
+        let last_word = code.rsplit(|c| !is_word_char(c)).next().unwrap_or("");
         code.ends_with(['{', '(', '['])
             || (self.syntax == BlockSyntax::Indentation && code.ends_with(':') && compound())
+            || (matches!(self.syntax, BlockSyntax::Brackets { .. }) && BLOCK_OPENING_WORDS.contains(&last_word))
     }
 
     /// Byte offset in `generated` of the first line that starts with non-blank text indented
     /// less than the block's first line (or than the indentation typed on the cursor's line when
     /// that is all it has), or, after a statement begun on the cursor's line (a
     /// definition, or a block or brackets the completion opens there), no more than that
-    /// line (a line that starts with a closing bracket still belongs to the statement: a wrapped
-    /// signature's `) -> int:`, the `}` that closes its body, `} else {`), or the first line
-    /// after a jump (see [`jumps_away`]) indented as much as the jump, or after a definition the
-    /// completion begins on an empty line, the next definition or decorator indented no more.
+    /// line (a line that closes or continues it still belongs to it: see [`continues_statement`]),
+    /// or the first line after a jump (see [`jumps_away`]) indented as much as the jump, or after
+    /// a definition the completion begins on an empty line, the next definition or decorator
+    /// indented no more.
     fn block_exit(&self, generated: &str) -> Option<usize> {
         let mut statement = self.definition_indent();
         // On a cursor's line with nothing typed, until the completion's first line of code
@@ -309,7 +314,7 @@ impl StopRules {
                 before_code = false;
                 definition = begins_definition(content).then_some(indent);
             }
-            let closes = content.starts_with([')', ']', '}']);
+            let closes = continues_statement(content);
             if statement.is_some_and(|header| indent <= header && index > 0 && !closes) {
                 return Some(start);
             }
@@ -353,6 +358,27 @@ const LOOP_ROUNDS: usize = 3;
 const PYTHON_COMPOUND_WORDS: &[&str] = &[
     "if", "elif", "else", "for", "while", "with", "try", "except", "finally", "def", "class", "async", "match", "case",
 ];
+
+/// Words that end a line opening a block that a word of [`CONTINUING_WORDS`] closes (Lua's
+/// `if x then`, shell's `for f in *; do`).
+const BLOCK_OPENING_WORDS: &[&str] = &["then", "do"];
+
+/// Words that begin a line closing the statement above (`end`: Ruby, Lua; `fi`, `done`, `esac`:
+/// shell) or going on with it (`else`, Ruby's `rescue`, Python's `except`, …).
+const CONTINUING_WORDS: &[&str] =
+    &["end", "fi", "done", "esac", "else", "elif", "elsif", "elseif", "rescue", "ensure", "except", "finally"];
+
+/// Whether the line of code `content` (without its indentation) closes or goes on with the
+/// statement above it rather than beginning one: it begins with a closing bracket (a wrapped
+/// signature's `) -> int:`, the `}` that closes a body, `} else {`) or a word of
+/// [`CONTINUING_WORDS`] that is not assigned to (Python's `end = 3`).
+fn continues_statement(content: &str) -> bool {
+    let word = first_word(content);
+    let rest = content[word.len()..].trim_start();
+    let operator = rest.trim_start_matches(['+', '-', '*', '/', '%', '&', '|', '^']);
+    let assigned = operator.starts_with('=') && !operator.starts_with("==");
+    content.starts_with([')', ']', '}']) || (CONTINUING_WORDS.contains(&word) && !assigned)
+}
 
 /// Statements after which the next one in the same block never runs.
 const JUMP_WORDS: &[&str] = &["return", "raise", "throw", "break", "continue"];
@@ -783,6 +809,49 @@ mod tests {
         assert_eq!(StopRules::new("  if (x) {", C).apply("\n    a();\n  }\n  b();"), ("\n    a();", true));
         let body = "if x:\n        a()\n    b()\n";
         assert_eq!(StopRules::new("    ", PY).apply(body), (body, false));
+    }
+
+    #[test]
+    fn a_statement_closed_or_continued_by_a_word_ends_after_that_word() {
+        // (typed on the cursor's line, block syntax, generated, kept)
+        let cases = [
+            ("  def ", C, "area\n    @w * @h\n  end\n\n  def perimeter\n", "area\n    @w * @h\n  end"),
+            (
+                "  def ",
+                C,
+                "load\n    read\n  rescue IOError => e\n    warn e\n  end\n  def save\n",
+                "load\n    read\n  rescue IOError => e\n    warn e\n  end",
+            ),
+            (
+                "function ",
+                C,
+                "M.setup(opts)\n  opts = opts or {}\nend\n\nfunction M.b()\n",
+                "M.setup(opts)\n  opts = opts or {}\nend",
+            ),
+            (
+                "  if ",
+                C,
+                "x then\n    a()\n  elseif y then\n    b()\n  end\n  c()\n",
+                "x then\n    a()\n  elseif y then\n    b()\n  end",
+            ),
+            (
+                "  for f in ",
+                C,
+                "*.txt; do\n    wc -l \"$f\"\n  done\n  echo ok\n",
+                "*.txt; do\n    wc -l \"$f\"\n  done",
+            ),
+            (
+                "    if ",
+                PY,
+                "x:\n        a()\n    else:\n        b()\n    c()\n",
+                "x:\n        a()\n    else:\n        b()",
+            ),
+            // A name that is assigned to is no such word.
+            ("    def ", PY, "f(self):\n        pass\n    end = 3\n", "f(self):\n        pass"),
+        ];
+        for (typed, syntax, generated, kept) in cases {
+            assert_eq!(StopRules::new(typed, syntax).apply(generated), (kept, true), "after {typed:?}");
+        }
     }
 
     #[test]
