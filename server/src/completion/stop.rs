@@ -419,12 +419,27 @@ fn begins_definition(code: &str) -> bool {
 }
 
 /// Words that begin a definition (Python's `def` and `class`, JavaScript's `function`, Rust's
-/// `fn`, Go's `func`, …).
+/// `fn`, Go's `func`, Kotlin's `fun`, …).
 const DEFINITION_WORDS: &[&str] =
-    &["def", "class", "function", "fn", "func", "struct", "enum", "impl", "interface", "trait"];
-/// Words that may come before a definition's word.
-const MODIFIERS: &[&str] =
-    &["async", "pub", "pub(crate)", "export", "default", "public", "private", "protected", "static", "abstract"];
+    &["def", "class", "function", "fn", "func", "fun", "struct", "enum", "impl", "interface", "trait"];
+/// Words that may come before a definition's word (Lua's `local function`, Kotlin's
+/// `override suspend fun`, …).
+const MODIFIERS: &[&str] = &[
+    "async",
+    "pub",
+    "pub(crate)",
+    "export",
+    "default",
+    "public",
+    "private",
+    "protected",
+    "internal",
+    "static",
+    "abstract",
+    "override",
+    "suspend",
+    "local",
+];
 
 /// Closing brackets and quotes: what an editor pairs with an opening one it inserts.
 const CLOSERS: [char; 6] = [')', ']', '}', '"', '\'', '`'];
@@ -749,6 +764,19 @@ mod tests {
         let body = StopRules::new("    ", PY);
         let text = "def inner():\n        pass\n    return inner\n";
         assert_eq!(body.apply(text), ("def inner():\n        pass\n    return inner\n", false));
+    }
+
+    #[test]
+    fn kotlin_and_lua_definitions_are_definitions() {
+        let class_body = StopRules::new("    ", C);
+        let methods = "fun area(): Int {\n        return w * h\n    }\n\n    fun perimeter(): Int {\n";
+        assert_eq!(class_body.apply(methods), ("fun area(): Int {\n        return w * h\n    }", true));
+        let kotlin = StopRules::new("    override suspend fun ", C);
+        let body = "load() = fetch()\n    override fun save() = store()\n";
+        assert_eq!(kotlin.apply(body), ("load() = fetch()", true));
+        let lua = StopRules::new("local function ", C);
+        let functions = "helper(x)\n  return x * 2\nend\n\nlocal function other()\n";
+        assert_eq!(lua.apply(functions), ("helper(x)\n  return x * 2\nend", true));
     }
 
     #[test]
