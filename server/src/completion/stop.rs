@@ -170,7 +170,8 @@ impl StopRules {
         }
         if !self.unseen_rest.is_empty() {
             return match generated.split_once('\n') {
-                Some((line, _)) => (self.without_unseen_rest(line), true),
+                // A CRLF line's `\r` is its line break, not text to insert.
+                Some((line, _)) => (self.without_unseen_rest(line.strip_suffix('\r').unwrap_or(line)), true),
                 None => (self.without_unseen_rest(generated), false),
             };
         }
@@ -715,6 +716,7 @@ mod tests {
         assert_eq!(quoted.apply("hi\"\n"), ("hi", true), "the buffer's quote ends the string");
         assert_eq!(quoted.apply("a\" + \"b\"\n"), ("a\" + \"b", true));
         assert_eq!(quoted.apply("say \"hi\"\n"), ("say \"hi\"", true), "quotes the line pairs stay");
+        assert_eq!(call.apply("\"hi\"\r\n    return x"), ("\"hi\"", true), "a CRLF line break");
         let blank = StopRules::new("    ", PY).with_unseen_rest(" \t");
         assert_eq!(blank.apply("a = 1\n    b = 2\nc"), ("a = 1\n    b = 2", true), "white space is no text");
     }
