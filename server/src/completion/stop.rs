@@ -516,8 +516,9 @@ impl Lexer {
             self.state = match (self.state, c) {
                 (state, '\n') => {
                     line_start = at + 1;
-                    // Strings and line comments end with their line; block comments go on.
-                    if state == Lexed::BlockComment {
+                    // Strings and line comments end with their line; block comments and raw
+                    // strings go on.
+                    if matches!(state, Lexed::BlockComment | Lexed::Raw(_)) {
                         state
                     } else {
                         Lexed::Code
@@ -528,6 +529,10 @@ impl Lexer {
                     state
                 }
                 (Lexed::Quoted(quote), c) if c == quote => Lexed::Code,
+                (Lexed::Raw(hashes), '"') if text[at + 1..].bytes().take_while(|&b| b == b'#').count() >= hashes => {
+                    chars.by_ref().take(hashes).for_each(drop);
+                    Lexed::Code
+                }
                 // A `/` in a class (`[/]`) does not end a regular expression.
                 (Lexed::Regex { class: false }, '/') => Lexed::Code,
                 (Lexed::Regex { .. }, '[') => Lexed::Regex { class: true },
@@ -536,9 +541,14 @@ impl Lexer {
                     chars.next();
                     Lexed::Code
                 }
-                (state @ (Lexed::Quoted(_) | Lexed::Regex { .. } | Lexed::LineComment | Lexed::BlockComment), _) => {
-                    state
-                }
+                (
+                    state @ (Lexed::Quoted(_)
+                    | Lexed::Raw(_)
+                    | Lexed::Regex { .. }
+                    | Lexed::LineComment
+                    | Lexed::BlockComment),
+                    _,
+                ) => state,
                 (Lexed::Code, '/') if next == Some('/') => Lexed::LineComment,
                 (Lexed::Code, '/') if next == Some('*') => {
                     chars.next();
@@ -561,6 +571,13 @@ impl Lexer {
                 (Lexed::Code, '#') if next.is_none_or(|n| n != '[' && !is_word_char(n)) && starts_word(text, at) => {
                     Lexed::LineComment
                 }
+                (Lexed::Code, 'r') if self.lifetimes => match raw_string_hashes(text, at) {
+                    Some(hashes) => {
+                        chars.nth(hashes);
+                        Lexed::Raw(hashes)
+                    }
+                    None => Lexed::Code,
+                },
                 (Lexed::Code, '\'') if self.lifetimes => {
                     skip_char_literal(&mut chars);
                     Lexed::Code
@@ -586,6 +603,8 @@ impl Lexer {
 enum Lexed {
     Code,
     Quoted(char),
+    /// A raw string (Rust's `r#"..."#`, which may span lines), closed by a `"` and this many `#`.
+    Raw(usize),
     /// A regular expression (JavaScript's `/\)/`, Ruby's), `class` while in `[...]`.
     Regex {
         class: bool,
@@ -600,6 +619,16 @@ const BEFORE_REGEX: &[char] = &['(', ',', '=', ':', '[', '!', '&', '|', '?', '{'
 
 fn starts_word(text: &str, at: usize) -> bool {
     text[..at].chars().next_back().is_none_or(char::is_whitespace)
+}
+
+/// At the `r` at byte `at` of `text`: the number of `#` of the raw string it begins (`r"`,
+/// `r#"`, `br#"`), if it begins one (not in a word such as `for`, nor a raw name `r#type`).
+fn raw_string_hashes(text: &str, at: usize) -> Option<usize> {
+    let before = text[..at].strip_suffix('b').unwrap_or(&text[..at]);
+    let after = &text[at + 1..];
+    let hashes = after.bytes().take_while(|&b| b == b'#').count();
+    let in_word = before.chars().next_back().is_some_and(is_word_char);
+    (!in_word && after[hashes..].starts_with('"')).then_some(hashes)
 }
 
 /// After a `'` in Rust: skips a character literal (`'x'`, `'\n'`, `'\u{1F600}'`); a lifetime
@@ -1040,6 +1069,10 @@ mod tests {
             rules.apply("f::<'static>(b'(', '\\'', '\\u{7d}')\n"),
             ("f::<'static>(b'(', '\\'', '\\u{7d}')\n", false)
         );
+        // Raw strings, on one line or more, hold no code.
+        let raw = "let s = r#\"{\"a\": \"}\"}\"#;\n    let q = br\"\\)\n    (\";\n    r#type(s, q)";
+        assert_eq!(rules.apply(&format!("{raw}\n}}\n")), (raw, true));
+        assert_eq!(StopRules::new("    f(", RUST).apply("r\"(\", r#\"\"#) + 1"), ("r\"(\", r#\"\"#", true));
         // `#[...]` is an attribute, not a comment.
         assert_eq!(rules.apply("#[inline] x)"), ("#[inline] x", true));
         // `# ...` is a comment (shell, Ruby, YAML).
