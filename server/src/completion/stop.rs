@@ -156,10 +156,12 @@ impl StopRules {
         let bracket = match self.syntax {
             BlockSyntax::Indentation | BlockSyntax::Prose => None,
             BlockSyntax::Brackets { lifetimes } => {
+                // The cursor's line tells whether the completion begins in a string or comment.
                 let mut lexer = Lexer::new(lifetimes);
+                let line_open = lexer.open_brackets(&self.line_prefix);
                 // With nothing after the cursor on its line, no closing bracket of the editor's
                 // follows it: brackets the line leaves open are the completion's to close.
-                let open = if self.line_ends_at_cursor { lexer.open_brackets(&self.line_prefix) } else { 0 };
+                let open = if self.line_ends_at_cursor { line_open } else { 0 };
                 unmatched_closer(generated, lexer, open)
             }
         };
@@ -1055,6 +1057,9 @@ mod tests {
             ("\"a) \\\" ]\", `}`, ')' /* ) */ // )", false)
         );
         assert_eq!(quoted.apply("'x')"), ("'x'", true));
+        // Begun in a string, the completion's brackets are text until the string ends.
+        let in_string = StopRules::new("  console.log(\"Step ", C);
+        assert_eq!(in_string.apply("1) of 3\");\n"), ("1) of 3\"", true));
         // An arrow function's body: its `});` line ends the block of the callback.
         let callback = StopRules::new("  ", C);
         assert_eq!(callback.apply("total += x;\n});\nnext();"), ("total += x;", true));
