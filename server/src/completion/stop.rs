@@ -11,9 +11,11 @@
 //! `function `, `pub fn `, …), the completion is that definition: it also ends before the next line
 //! as little indented as the definition's own. The same holds for any statement the person has
 //! begun on the cursor's line whose block or brackets the completion's first line opens
-//! (`int main() {`, a method's `(key) {`, `if (x) {`, Python's `for x in xs:`, a call's `(` with
-//! its arguments on lines of their own). A line after a `return` (`raise`, `throw`, `break`,
-//! `continue`) at that statement's own indentation would never run: the completion ends before it.
+//! (`int main() {`, a method's `(key) {`, `if (x) {`, Python's `for x in xs:`, Lua's `if x then`, a
+//! call's `(` with its arguments on lines of their own); a line that closes or goes on with it (`}`,
+//! `end`, `fi`, `} else {`, `else:`, `rescue`) is still its own. A line after a `return` (`raise`,
+//! `throw`, `break`, `continue`) at that statement's own indentation would never run: the
+//! completion ends before it.
 //! A completion that begins with a definition on a line where nothing is typed (a blank line in a
 //! class body) is that definition: it ends before the next definition (or decorator) as little
 //! indented, so a suggestion is one method, not the rest of the class.
@@ -154,10 +156,12 @@ impl StopRules {
         let bracket = match self.syntax {
             BlockSyntax::Indentation | BlockSyntax::Prose => None,
             BlockSyntax::Brackets { lifetimes } => {
+                // The cursor's line tells whether the completion begins in a string or comment.
                 let mut lexer = Lexer::new(lifetimes);
+                let line_open = lexer.open_brackets(&self.line_prefix);
                 // With nothing after the cursor on its line, no closing bracket of the editor's
                 // follows it: brackets the line leaves open are the completion's to close.
-                let open = if self.line_ends_at_cursor { lexer.open_brackets(&self.line_prefix) } else { 0 };
+                let open = if self.line_ends_at_cursor { line_open } else { 0 };
                 unmatched_closer(generated, lexer, open)
             }
         };
@@ -168,7 +172,8 @@ impl StopRules {
         }
         if !self.unseen_rest.is_empty() {
             return match generated.split_once('\n') {
-                Some((line, _)) => (self.without_unseen_rest(line), true),
+                // A CRLF line's `\r` is its line break, not text to insert.
+                Some((line, _)) => (self.without_unseen_rest(line.strip_suffix('\r').unwrap_or(line)), true),
                 None => (self.without_unseen_rest(generated), false),
             };
         }
@@ -249,8 +254,9 @@ impl StopRules {
         begins_definition(typed).then(|| self.line_prefix.len() - typed.len())
     }
 
-    /// Whether the line of code `content` (without its indentation) ends by opening brackets, or
-    /// in Python a compound statement's block; a comment opens nothing (`# Steps:`).
+    /// Whether the line of code `content` (without its indentation) ends by opening brackets, a
+    /// block that a word closes (`then`, `do`: Lua, shell), or in Python a compound statement's
+    /// block; a comment opens nothing (`# Steps:`).
     fn opens_block(&self, content: &str) -> bool {
         let code = content.trim_end();
         if self.syntax == BlockSyntax::Prose
@@ -262,18 +268,20 @@ impl StopRules {
             return false;
         }
         let compound = || PYTHON_COMPOUND_WORDS.contains(&first_word(code));
+        let last_word = code.rsplit(|c| !is_word_char(c)).next().unwrap_or("");
         code.ends_with(['{', '(', '['])
             || (self.syntax == BlockSyntax::Indentation && code.ends_with(':') && compound())
+            || (matches!(self.syntax, BlockSyntax::Brackets { .. }) && BLOCK_OPENING_WORDS.contains(&last_word))
     }
 
     /// Byte offset in `generated` of the first line that starts with non-blank text indented
     /// less than the block's first line (or than the indentation typed on the cursor's line when
     /// that is all it has), or, after a statement begun on the cursor's line (a
     /// definition, or a block or brackets the completion opens there), no more than that
-    /// line (a line that starts with a closing bracket still belongs to the statement: a wrapped
-    /// signature's `) -> int:`, the `}` that closes its body, `} else {`), or the first line
-    /// after a jump (see [`jumps_away`]) indented as much as the jump, or after a definition the
-    /// completion begins on an empty line, the next definition or decorator indented no more.
+    /// line (a line that closes or continues it still belongs to it: see [`continues_statement`]),
+    /// or the first line after a jump (see [`jumps_away`]) indented as much as the jump, or after
+    /// a definition the completion begins on an empty line, the next definition or decorator
+    /// indented no more.
     fn block_exit(&self, generated: &str) -> Option<usize> {
         let mut statement = self.definition_indent();
         // On a cursor's line with nothing typed, until the completion's first line of code
@@ -309,7 +317,7 @@ impl StopRules {
                 before_code = false;
                 definition = begins_definition(content).then_some(indent);
             }
-            let closes = content.starts_with([')', ']', '}']);
+            let closes = continues_statement(content);
             if statement.is_some_and(|header| indent <= header && index > 0 && !closes) {
                 return Some(start);
             }
@@ -354,6 +362,27 @@ const PYTHON_COMPOUND_WORDS: &[&str] = &[
     "if", "elif", "else", "for", "while", "with", "try", "except", "finally", "def", "class", "async", "match", "case",
 ];
 
+/// Words that end a line opening a block that a word of [`CONTINUING_WORDS`] closes (Lua's
+/// `if x then`, shell's `for f in *; do`).
+const BLOCK_OPENING_WORDS: &[&str] = &["then", "do"];
+
+/// Words that begin a line closing the statement above (`end`: Ruby, Lua; `fi`, `done`, `esac`:
+/// shell) or going on with it (`else`, Ruby's `rescue`, Python's `except`, …).
+const CONTINUING_WORDS: &[&str] =
+    &["end", "fi", "done", "esac", "else", "elif", "elsif", "elseif", "rescue", "ensure", "except", "finally"];
+
+/// Whether the line of code `content` (without its indentation) closes or goes on with the
+/// statement above it rather than beginning one: it begins with a closing bracket (a wrapped
+/// signature's `) -> int:`, the `}` that closes a body, `} else {`) or a word of
+/// [`CONTINUING_WORDS`] that is not assigned to (Python's `end = 3`).
+fn continues_statement(content: &str) -> bool {
+    let word = first_word(content);
+    let rest = content[word.len()..].trim_start();
+    let operator = rest.trim_start_matches(['+', '-', '*', '/', '%', '&', '|', '^']);
+    let assigned = operator.starts_with('=') && !operator.starts_with("==");
+    content.starts_with([')', ']', '}']) || (CONTINUING_WORDS.contains(&word) && !assigned)
+}
+
 /// Statements after which the next one in the same block never runs.
 const JUMP_WORDS: &[&str] = &["return", "raise", "throw", "break", "continue"];
 
@@ -393,12 +422,27 @@ fn begins_definition(code: &str) -> bool {
 }
 
 /// Words that begin a definition (Python's `def` and `class`, JavaScript's `function`, Rust's
-/// `fn`, Go's `func`, …).
+/// `fn`, Go's `func`, Kotlin's `fun`, …).
 const DEFINITION_WORDS: &[&str] =
-    &["def", "class", "function", "fn", "func", "struct", "enum", "impl", "interface", "trait"];
-/// Words that may come before a definition's word.
-const MODIFIERS: &[&str] =
-    &["async", "pub", "pub(crate)", "export", "default", "public", "private", "protected", "static", "abstract"];
+    &["def", "class", "function", "fn", "func", "fun", "struct", "enum", "impl", "interface", "trait"];
+/// Words that may come before a definition's word (Lua's `local function`, Kotlin's
+/// `override suspend fun`, …).
+const MODIFIERS: &[&str] = &[
+    "async",
+    "pub",
+    "pub(crate)",
+    "export",
+    "default",
+    "public",
+    "private",
+    "protected",
+    "internal",
+    "static",
+    "abstract",
+    "override",
+    "suspend",
+    "local",
+];
 
 /// Closing brackets and quotes: what an editor pairs with an opening one it inserts.
 const CLOSERS: [char; 6] = [')', ']', '}', '"', '\'', '`'];
@@ -441,13 +485,16 @@ fn unmatched_closer(generated: &str, mut lexer: Lexer, mut open: usize) -> Optio
 #[derive(Clone, Copy, Debug)]
 struct Lexer {
     state: Lexed,
+    /// The last character read outside white space: a `/` after one of [`BEFORE_REGEX`] begins
+    /// a regular expression, after anything else it divides.
+    last: Option<char>,
     /// A `'` is a character literal or a lifetime (Rust), not the start of a string.
     lifetimes: bool,
 }
 
 impl Lexer {
     fn new(lifetimes: bool) -> Self {
-        Lexer { state: Lexed::Code, lifetimes }
+        Lexer { state: Lexed::Code, last: None, lifetimes }
     }
 
     /// Brackets `text` leaves open (a closing bracket without its opening one in `text`
@@ -471,30 +518,68 @@ impl Lexer {
             self.state = match (self.state, c) {
                 (state, '\n') => {
                     line_start = at + 1;
-                    // Strings and line comments end with their line; block comments go on.
-                    if state == Lexed::BlockComment {
+                    // Strings and line comments end with their line; block comments and raw
+                    // strings go on.
+                    if matches!(state, Lexed::BlockComment | Lexed::Raw(_)) {
                         state
                     } else {
                         Lexed::Code
                     }
                 }
-                (state @ Lexed::Quoted(_), '\\') => {
+                (state @ (Lexed::Quoted(_) | Lexed::Regex { .. }), '\\') => {
                     chars.next();
                     state
                 }
                 (Lexed::Quoted(quote), c) if c == quote => Lexed::Code,
+                (Lexed::Raw(hashes), '"') if text[at + 1..].bytes().take_while(|&b| b == b'#').count() >= hashes => {
+                    chars.by_ref().take(hashes).for_each(drop);
+                    Lexed::Code
+                }
+                // A `/` in a class (`[/]`) does not end a regular expression.
+                (Lexed::Regex { class: false }, '/') => Lexed::Code,
+                (Lexed::Regex { .. }, '[') => Lexed::Regex { class: true },
+                (Lexed::Regex { class: true }, ']') => Lexed::Regex { class: false },
                 (Lexed::BlockComment, '*') if next == Some('/') => {
                     chars.next();
                     Lexed::Code
                 }
-                (state @ (Lexed::Quoted(_) | Lexed::LineComment | Lexed::BlockComment), _) => state,
+                (
+                    state @ (Lexed::Quoted(_)
+                    | Lexed::Raw(_)
+                    | Lexed::Regex { .. }
+                    | Lexed::LineComment
+                    | Lexed::BlockComment),
+                    _,
+                ) => state,
                 (Lexed::Code, '/') if next == Some('/') => Lexed::LineComment,
                 (Lexed::Code, '/') if next == Some('*') => {
                     chars.next();
                     Lexed::BlockComment
                 }
-                // `#` starts a comment where it starts a word (`# note`), not in `a#b` or `#[attr]`.
-                (Lexed::Code, '#') if next != Some('[') && starts_word(text, at) => Lexed::LineComment,
+                (Lexed::Code, '/') if self.last.is_some_and(|last| BEFORE_REGEX.contains(&last)) => {
+                    Lexed::Regex { class: false }
+                }
+                // `-- ` starts a comment (Lua, SQL); `--i` and `x--` are code.
+                (Lexed::Code, '-')
+                    if next == Some('-')
+                        && starts_word(text, at)
+                        && text[at + 2..].chars().next().is_none_or(char::is_whitespace) =>
+                {
+                    Lexed::LineComment
+                }
+                // `#` starts a comment where it starts a word (`# note`, `#!`), not in `a#b`, an
+                // attribute `#[attr]` or a name: a preprocessor line (`#define`, which a `\` may
+                // continue), a private member (`#count`), a CSS id (`#main {`).
+                (Lexed::Code, '#') if next.is_none_or(|n| n != '[' && !is_word_char(n)) && starts_word(text, at) => {
+                    Lexed::LineComment
+                }
+                (Lexed::Code, 'r') if self.lifetimes => match raw_string_hashes(text, at) {
+                    Some(hashes) => {
+                        chars.nth(hashes);
+                        Lexed::Raw(hashes)
+                    }
+                    None => Lexed::Code,
+                },
                 (Lexed::Code, '\'') if self.lifetimes => {
                     skip_char_literal(&mut chars);
                     Lexed::Code
@@ -508,6 +593,9 @@ impl Lexer {
                 }
                 (Lexed::Code, _) => Lexed::Code,
             };
+            if !c.is_whitespace() {
+                self.last = Some(c);
+            }
         }
     }
 }
@@ -517,12 +605,32 @@ impl Lexer {
 enum Lexed {
     Code,
     Quoted(char),
+    /// A raw string (Rust's `r#"..."#`, which may span lines), closed by a `"` and this many `#`.
+    Raw(usize),
+    /// A regular expression (JavaScript's `/\)/`, Ruby's), `class` while in `[...]`.
+    Regex {
+        class: bool,
+    },
     LineComment,
     BlockComment,
 }
 
+/// Characters after which a `/` begins a regular expression: where an operand goes, which a
+/// division cannot follow (`(/\d+/)`, `x = /}/`, `a || /x/.test(s)`).
+const BEFORE_REGEX: &[char] = &['(', ',', '=', ':', '[', '!', '&', '|', '?', '{', ';', '~'];
+
 fn starts_word(text: &str, at: usize) -> bool {
     text[..at].chars().next_back().is_none_or(char::is_whitespace)
+}
+
+/// At the `r` at byte `at` of `text`: the number of `#` of the raw string it begins (`r"`,
+/// `r#"`, `br#"`), if it begins one (not in a word such as `for`, nor a raw name `r#type`).
+fn raw_string_hashes(text: &str, at: usize) -> Option<usize> {
+    let before = text[..at].strip_suffix('b').unwrap_or(&text[..at]);
+    let after = &text[at + 1..];
+    let hashes = after.bytes().take_while(|&b| b == b'#').count();
+    let in_word = before.chars().next_back().is_some_and(is_word_char);
+    (!in_word && after[hashes..].starts_with('"')).then_some(hashes)
 }
 
 /// After a `'` in Rust: skips a character literal (`'x'`, `'\n'`, `'\u{1F600}'`); a lifetime
@@ -639,6 +747,7 @@ mod tests {
         assert_eq!(quoted.apply("hi\"\n"), ("hi", true), "the buffer's quote ends the string");
         assert_eq!(quoted.apply("a\" + \"b\"\n"), ("a\" + \"b", true));
         assert_eq!(quoted.apply("say \"hi\"\n"), ("say \"hi\"", true), "quotes the line pairs stay");
+        assert_eq!(call.apply("\"hi\"\r\n    return x"), ("\"hi\"", true), "a CRLF line break");
         let blank = StopRules::new("    ", PY).with_unseen_rest(" \t");
         assert_eq!(blank.apply("a = 1\n    b = 2\nc"), ("a = 1\n    b = 2", true), "white space is no text");
     }
@@ -688,6 +797,19 @@ mod tests {
         let body = StopRules::new("    ", PY);
         let text = "def inner():\n        pass\n    return inner\n";
         assert_eq!(body.apply(text), ("def inner():\n        pass\n    return inner\n", false));
+    }
+
+    #[test]
+    fn kotlin_and_lua_definitions_are_definitions() {
+        let class_body = StopRules::new("    ", C);
+        let methods = "fun area(): Int {\n        return w * h\n    }\n\n    fun perimeter(): Int {\n";
+        assert_eq!(class_body.apply(methods), ("fun area(): Int {\n        return w * h\n    }", true));
+        let kotlin = StopRules::new("    override suspend fun ", C);
+        let body = "load() = fetch()\n    override fun save() = store()\n";
+        assert_eq!(kotlin.apply(body), ("load() = fetch()", true));
+        let lua = StopRules::new("local function ", C);
+        let functions = "helper(x)\n  return x * 2\nend\n\nlocal function other()\n";
+        assert_eq!(lua.apply(functions), ("helper(x)\n  return x * 2\nend", true));
     }
 
     #[test]
@@ -748,6 +870,49 @@ mod tests {
         assert_eq!(StopRules::new("  if (x) {", C).apply("\n    a();\n  }\n  b();"), ("\n    a();", true));
         let body = "if x:\n        a()\n    b()\n";
         assert_eq!(StopRules::new("    ", PY).apply(body), (body, false));
+    }
+
+    #[test]
+    fn a_statement_closed_or_continued_by_a_word_ends_after_that_word() {
+        // (typed on the cursor's line, block syntax, generated, kept)
+        let cases = [
+            ("  def ", C, "area\n    @w * @h\n  end\n\n  def perimeter\n", "area\n    @w * @h\n  end"),
+            (
+                "  def ",
+                C,
+                "load\n    read\n  rescue IOError => e\n    warn e\n  end\n  def save\n",
+                "load\n    read\n  rescue IOError => e\n    warn e\n  end",
+            ),
+            (
+                "function ",
+                C,
+                "M.setup(opts)\n  opts = opts or {}\nend\n\nfunction M.b()\n",
+                "M.setup(opts)\n  opts = opts or {}\nend",
+            ),
+            (
+                "  if ",
+                C,
+                "x then\n    a()\n  elseif y then\n    b()\n  end\n  c()\n",
+                "x then\n    a()\n  elseif y then\n    b()\n  end",
+            ),
+            (
+                "  for f in ",
+                C,
+                "*.txt; do\n    wc -l \"$f\"\n  done\n  echo ok\n",
+                "*.txt; do\n    wc -l \"$f\"\n  done",
+            ),
+            (
+                "    if ",
+                PY,
+                "x:\n        a()\n    else:\n        b()\n    c()\n",
+                "x:\n        a()\n    else:\n        b()",
+            ),
+            // A name that is assigned to is no such word.
+            ("    def ", PY, "f(self):\n        pass\n    end = 3\n", "f(self):\n        pass"),
+        ];
+        for (typed, syntax, generated, kept) in cases {
+            assert_eq!(StopRules::new(typed, syntax).apply(generated), (kept, true), "after {typed:?}");
+        }
     }
 
     #[test]
@@ -892,6 +1057,9 @@ mod tests {
             ("\"a) \\\" ]\", `}`, ')' /* ) */ // )", false)
         );
         assert_eq!(quoted.apply("'x')"), ("'x'", true));
+        // Begun in a string, the completion's brackets are text until the string ends.
+        let in_string = StopRules::new("  console.log(\"Step ", C);
+        assert_eq!(in_string.apply("1) of 3\");\n"), ("1) of 3\"", true));
         // An arrow function's body: its `});` line ends the block of the callback.
         let callback = StopRules::new("  ", C);
         assert_eq!(callback.apply("total += x;\n});\nnext();"), ("total += x;", true));
@@ -906,10 +1074,56 @@ mod tests {
             rules.apply("f::<'static>(b'(', '\\'', '\\u{7d}')\n"),
             ("f::<'static>(b'(', '\\'', '\\u{7d}')\n", false)
         );
+        // Raw strings, on one line or more, hold no code.
+        let raw = "let s = r#\"{\"a\": \"}\"}\"#;\n    let q = br\"\\)\n    (\";\n    r#type(s, q)";
+        assert_eq!(rules.apply(&format!("{raw}\n}}\n")), (raw, true));
+        assert_eq!(StopRules::new("    f(", RUST).apply("r\"(\", r#\"\"#) + 1"), ("r\"(\", r#\"\"#", true));
         // `#[...]` is an attribute, not a comment.
         assert_eq!(rules.apply("#[inline] x)"), ("#[inline] x", true));
         // `# ...` is a comment (shell, Ruby, YAML).
         assert_eq!(StopRules::new("", C).apply("a # ) }\nb"), ("a # ) }\nb", false));
+    }
+
+    #[test]
+    fn a_hash_before_a_name_is_code_not_a_comment() {
+        // A private method (JavaScript), a CSS id: their `{` opens the block its `}` closes.
+        let class_body = StopRules::new("  ", C);
+        let private = "#count = 0;\n  #inc() {\n    this.#count++;\n  }\n}\n";
+        assert_eq!(class_body.apply(private), ("#count = 0;\n  #inc() {\n    this.#count++;\n  }", true));
+        let css = "#header {\n  color: red;\n}\n";
+        assert_eq!(StopRules::new("", C).apply(css), (css, false));
+        // A macro continued on lines of its own.
+        let swap = "#define SWAP(a, b) do { \\\n    int t = a; a = b; b = t; \\\n} while (0)\n";
+        assert_eq!(StopRules::new("", C).apply(swap), (swap, false));
+        // A shebang is a comment.
+        assert_eq!(StopRules::new("", C).apply("#!/bin/sh (\n}"), ("#!/bin/sh (", true));
+    }
+
+    #[test]
+    fn brackets_and_quotes_in_a_regular_expression_are_not_code() {
+        let body = StopRules::new("  ", C);
+        let cases = [
+            "const parts = line.split(/\\)/);\n  return parts;",
+            "if (/^\\s*}/.test(line)) depth--;\n  return depth;",
+            // A class holds a `/`; a quote in it opens no string.
+            "s = s.replace(/[\"/]/g, '');\n  return s;",
+            // A division.
+            "const r = (a + b) / (c - d) / 2;\n  return r;",
+        ];
+        for kept in cases {
+            assert_eq!(body.apply(&format!("{kept}\n}}\n")), (kept, true), "{kept:?}");
+        }
+    }
+
+    #[test]
+    fn a_double_dash_and_a_space_begin_a_comment() {
+        let lua = "-- 1) parse\n  local x = parse()\n  return x";
+        assert_eq!(StopRules::new("  ", C).apply(&format!("{lua}\nend\n")), (lua, true));
+        let sql = "SELECT id -- the key (primary\n    FROM t)";
+        assert_eq!(StopRules::new("  x IN (", C).apply(sql), ("SELECT id -- the key (primary\n    FROM t", true));
+        // A decrement.
+        let c = "--depth;\n  if (x) {\n    y();\n  }";
+        assert_eq!(StopRules::new("  ", C).apply(&format!("{c}\n}}\n")), (c, true));
     }
 
     #[test]
