@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use copilotd_draft::repo_store::{FileUpdate, RepositoryStore};
@@ -277,8 +277,12 @@ struct Worker {
 
 impl Worker {
     fn run(mut self, rx: mpsc::Receiver<Msg>) {
-        self.initial_index();
+        let changed_during_walk = self.initial_index();
         let mut pending = Pending::default();
+        if !changed_during_walk.is_empty() {
+            pending.paths.extend(changed_during_walk);
+            pending.touch();
+        }
         loop {
             let wait = match pending.due() {
                 Some(due) => Some(due.saturating_duration_since(Instant::now())),
@@ -323,15 +327,21 @@ impl Worker {
         *lock(&self.state) = state;
     }
 
-    fn initial_index(&mut self) {
+    /// Indexes the whole workspace and watches its directories. Returns the directories whose
+    /// entries changed while they were walked and not yet watched: the walk may have missed
+    /// files made or removed there, and no event will tell.
+    fn initial_index(&mut self) -> Vec<PathBuf> {
+        let walk_started = SystemTime::now();
+        let mut changed_during_walk = Vec::new();
         let result = walk(&self.root, &self.config, None, &self.cancel).and_then(|walk| {
             self.watch(&walk.dirs);
+            changed_during_walk = changed_since(&walk.dirs, walk_started);
             let progress = |done, total| self.set_state(IndexState::Indexing { done, total });
             build(&walk, &self.config, &*self.tokenize, &self.store_path, &progress, &self.cancel)
         });
         // A cancelled build is partial: it is neither saved nor served.
         if self.cancel.load(Ordering::Relaxed) {
-            return;
+            return Vec::new();
         }
         match result {
             Ok((store, mut summary, changed)) => {
@@ -350,6 +360,7 @@ impl Worker {
                 self.set_state(IndexState::Failed(format!("{err:#}")));
             }
         }
+        changed_during_walk
     }
 
     fn save_if_changed(&self) {
@@ -561,6 +572,20 @@ impl Worker {
 /// A store key, then the keys of the directories holding it, up to the root's (the empty key).
 fn key_and_parents(key: &str) -> impl Iterator<Item = &str> {
     std::iter::once(key).chain(key.rmatch_indices('/').map(|(i, _)| &key[..i])).chain((!key.is_empty()).then_some(""))
+}
+
+/// How far a directory's modification time may lag behind the change it records: file systems
+/// keep times as coarse as 2 s (FAT).
+const TIME_GRAIN: Duration = Duration::from_secs(2);
+
+/// The directories of `dirs` whose entries changed since `since` (or as good as: within the
+/// file system's time grain), as their modification times say.
+pub(super) fn changed_since(dirs: &[PathBuf], since: SystemTime) -> Vec<PathBuf> {
+    let since = since - TIME_GRAIN;
+    dirs.iter()
+        .filter(|dir| std::fs::metadata(dir).and_then(|m| m.modified()).is_ok_and(|modified| modified >= since))
+        .cloned()
+        .collect()
 }
 
 /// The system's limit of watched directories (`fs.inotify.max_user_watches` on Linux), met by

@@ -593,3 +593,20 @@ fn the_limit_of_watched_directories_is_warned_of_once() {
     assert_eq!(warnings.len(), 1, "{text}");
     assert!(warnings[0].contains("120 directories of /ws are not watched"), "{text}");
 }
+
+#[test]
+fn directories_changed_while_walked_are_found_by_their_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    fs::create_dir(&old).unwrap();
+    fs::create_dir(&new).unwrap();
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for dir in [&old, &new] {
+        fs::File::open(dir).unwrap().set_modified(an_hour_ago).unwrap();
+    }
+    let walk_started = std::time::SystemTime::now();
+    // A file made in `new` after the walk started sets its time.
+    write(&new, "made_during_the_walk.py", b"x\n");
+    let gone = dir.path().join("gone");
+    assert_eq!(live::changed_since(&[old, new.clone(), gone], walk_started), [new]);
+}
