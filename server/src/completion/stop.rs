@@ -317,7 +317,7 @@ impl StopRules {
                 before_code = false;
                 definition = begins_definition(content).then_some(indent);
             }
-            let closes = continues_statement(content);
+            let closes = continues_statement(content, self.syntax);
             if statement.is_some_and(|header| indent <= header && index > 0 && !closes) {
                 return Some(start);
             }
@@ -367,20 +367,28 @@ const PYTHON_COMPOUND_WORDS: &[&str] = &[
 const BLOCK_OPENING_WORDS: &[&str] = &["then", "do"];
 
 /// Words that begin a line closing the statement above (`end`: Ruby, Lua; `fi`, `done`, `esac`:
-/// shell) or going on with it (`else`, Ruby's `rescue`, Python's `except`, …).
-const CONTINUING_WORDS: &[&str] =
-    &["end", "fi", "done", "esac", "else", "elif", "elsif", "elseif", "rescue", "ensure", "except", "finally"];
+/// shell) or going on with it (`else`, Ruby's `rescue`, …), in languages of brackets.
+const CONTINUING_WORDS: &[&str] = &["end", "fi", "done", "esac", "else", "elif", "elsif", "elseif", "rescue", "ensure"];
+
+/// Python's words that go on with the compound statement above (`end` there is a name).
+const PYTHON_CONTINUING_WORDS: &[&str] = &["else", "elif", "except", "finally"];
 
 /// Whether the line of code `content` (without its indentation) closes or goes on with the
 /// statement above it rather than beginning one: it begins with a closing bracket (a wrapped
 /// signature's `) -> int:`, the `}` that closes a body, `} else {`) or a word of
-/// [`CONTINUING_WORDS`] that is not assigned to (Python's `end = 3`).
-fn continues_statement(content: &str) -> bool {
+/// [`CONTINUING_WORDS`] (in Python [`PYTHON_CONTINUING_WORDS`]; prose has none) that is not
+/// assigned to (`end = 3`).
+fn continues_statement(content: &str, syntax: BlockSyntax) -> bool {
+    let words = match syntax {
+        BlockSyntax::Indentation => PYTHON_CONTINUING_WORDS,
+        BlockSyntax::Brackets { .. } => CONTINUING_WORDS,
+        BlockSyntax::Prose => &[],
+    };
     let word = first_word(content);
     let rest = content[word.len()..].trim_start();
     let operator = rest.trim_start_matches(['+', '-', '*', '/', '%', '&', '|', '^']);
     let assigned = operator.starts_with('=') && !operator.starts_with("==");
-    content.starts_with([')', ']', '}']) || (CONTINUING_WORDS.contains(&word) && !assigned)
+    content.starts_with([')', ']', '}']) || (words.contains(&word) && !assigned)
 }
 
 /// Statements after which the next one in the same block never runs.
@@ -907,8 +915,10 @@ mod tests {
                 "x:\n        a()\n    else:\n        b()\n    c()\n",
                 "x:\n        a()\n    else:\n        b()",
             ),
-            // A name that is assigned to is no such word.
+            // A name that is assigned to is no such word, and in Python `end` is a name.
             ("    def ", PY, "f(self):\n        pass\n    end = 3\n", "f(self):\n        pass"),
+            ("  def ", C, "f\n    x\n  end = 3\n", "f\n    x"),
+            ("    def ", PY, "f(self):\n        pass\n    end()\n", "f(self):\n        pass"),
         ];
         for (typed, syntax, generated, kept) in cases {
             assert_eq!(StopRules::new(typed, syntax).apply(generated), (kept, true), "after {typed:?}");
