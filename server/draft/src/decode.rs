@@ -189,14 +189,17 @@ impl Healing {
     /// Keeps only the logits of the tokens that may come next while `left` is still to be
     /// spelled (all of them when none may: an unusual vocabulary is not healed). Returns whether
     /// the model disagrees with the white space typed: only white space is left to spell, and
-    /// the model's own first choice is not allowed.
+    /// the model's own first choice is not allowed and lays the line out otherwise. A choice
+    /// that only puts blank lines first (a blank line after a docstring) does not: the person
+    /// typed the line the code goes on.
     fn restrict(&self, logits: &mut [f32], left: &str) -> bool {
         let allowed = self.allowed(left);
         if allowed.is_empty() {
             return false;
         }
         let own_choice = verify::argmax(logits);
-        let disagrees = left.trim().is_empty() && !allowed.contains(&own_choice);
+        let own_text = self.token_texts.get(own_choice as usize).map_or("", String::as_str);
+        let disagrees = left.trim().is_empty() && !allowed.contains(&own_choice) && !blank_lines_before(own_text, left);
         let mut masked = vec![f32::NEG_INFINITY; logits.len()];
         for id in allowed {
             if let Some(&value) = logits.get(id as usize) {
@@ -206,6 +209,15 @@ impl Healing {
         logits.copy_from_slice(&masked);
         disagrees
     }
+}
+
+/// Whether `choice` is line breaks and then no more than the indentation that `left` ends
+/// with: blank lines before the line the indentation begins (`"\n\n"` or `"\n\n    "` before
+/// `"\n    "`), not a line laid out otherwise (`"\ndef"`, `"\n\n        "`).
+fn blank_lines_before(choice: &str, left: &str) -> bool {
+    let indentation = left.rsplit('\n').next().unwrap_or(left);
+    let after_breaks = choice.trim_start_matches(['\n', '\r']);
+    after_breaks.len() < choice.len() && indentation.starts_with(after_breaks)
 }
 
 /// Hooks a caller passes into one generation.
@@ -553,6 +565,25 @@ mod tests {
         assert_eq!(healing.left_after("\n    ", 3), None);
         assert_eq!(healing.allowed(" "), [4], "the rest of the indentation, then the statement");
         assert_eq!(healing.left_after(" ", 4), None);
+    }
+
+    #[test]
+    fn a_blank_line_first_is_no_disagreement_with_the_typed_indentation() {
+        let texts = ["\n    ", "\n", "\n\n", "\n\n    ", "\ndef", "\n\n        ", "x", "    "];
+        let healing = Healing { text: "\n    ".into(), token_texts: texts.iter().map(|t| t.to_string()).collect() };
+        // (the model's own first choice, whether it disagrees)
+        for (own, disagrees) in [(2, false), (3, false), (4, true), (5, true)] {
+            let mut logits = vec![0.0; texts.len()];
+            logits[own] = 1.0;
+            assert_eq!(healing.restrict(&mut logits, "\n    "), disagrees, "{:?}", texts[own]);
+            // The code goes on the typed line: only what spells the indentation is left.
+            assert_eq!(logits.iter().filter(|l| l.is_finite()).count(), 2, "{:?}", texts[own]);
+        }
+        // After the line break, the same: one more blank line is no disagreement.
+        let mut logits = vec![0.0; texts.len()];
+        logits[1] = 1.0;
+        assert!(!healing.restrict(&mut logits, "    "));
+        assert!(logits[7].is_finite() && logits[1] == f32::NEG_INFINITY);
     }
 
     #[test]
