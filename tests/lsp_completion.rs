@@ -35,8 +35,9 @@ fn last_stats(client: &mut copilotd_bench::lsp::client::StdioClient) -> Value {
 }
 
 /// A server on a workspace holding [`inventory`] as `inventory.py`, that document open, the
-/// model loaded and calibrated (calibrating takes the model's cache: done first, so that prompt
-/// reuse shows in the tests); the workspace, the server and the document's uri.
+/// model loaded and calibrated (read from the warm cache; when the shared measurement was
+/// disturbed, measured here, which takes the model's cache: done first, so that prompt reuse
+/// shows in the tests); the workspace, the server and the document's uri.
 fn inventory_session(model: &Path, max_tokens: usize) -> (tempfile::TempDir, Harness, String) {
     let (workspace, mut harness, uri) = session_on(model, "inventory.py", &inventory(), max_tokens);
     wait_model(&mut harness.client);
@@ -44,12 +45,12 @@ fn inventory_session(model: &Path, max_tokens: usize) -> (tempfile::TempDir, Har
     (workspace, harness, uri)
 }
 
-/// A workspace whose file `name` holds `text`, and a daemon serving it with the file open (the
-/// file's URI last).
+/// A workspace whose file `name` holds `text`, and a daemon serving it from a warm cache with the
+/// file open (the file's URI last).
 fn session_on(model: &Path, name: &str, text: &str, max_tokens: usize) -> (tempfile::TempDir, Harness, String) {
     let workspace = tempfile::tempdir().unwrap();
     std::fs::write(workspace.path().join(name), text).unwrap();
-    let mut harness = start(Some(workspace.path()), options(model, max_tokens));
+    let mut harness = start_warm(Some(workspace.path()), options(model, max_tokens));
     let uri = uri(&workspace.path().join(name));
     open(&mut harness.client, &uri, text);
     (workspace, harness, uri)
@@ -233,7 +234,7 @@ fn going_back_to_a_file_reuses_its_prompt_set_aside_with_the_same_text() {
 fn typing_what_was_suggested_is_answered_from_the_suggestion() {
     let model = model_path();
     let _serial = serial();
-    let mut harness = start(None, options(&model, 24));
+    let mut harness = start_warm(None, options(&model, 24));
     let client = &mut harness.client;
     let uri = "file:///tmp/copilotd-typed/inventory.py";
     open(client, uri, &inventory());
@@ -269,7 +270,7 @@ fn a_generation_cancelled_by_a_keystroke_answers_the_requests_that_follow_it() {
     let model = model_path();
     let _serial = serial();
     let max_tokens = 64;
-    let mut harness = start(None, options(&model, max_tokens));
+    let mut harness = start_warm(None, options(&model, max_tokens));
     let client = &mut harness.client;
     let (reference, typed_in) = ("file:///tmp/copilotd-carry/reference.py", "file:///tmp/copilotd-carry/typed.py");
     open(client, reference, ENDLESS);
@@ -309,7 +310,7 @@ fn a_generation_cancelled_by_a_keystroke_answers_the_requests_that_follow_it() {
 fn taking_a_whole_suggestion_starts_the_next_one_before_it_is_asked_for() {
     let model = model_path();
     let _serial = serial();
-    let mut harness = start(None, options(&model, 8));
+    let mut harness = start_warm(None, options(&model, 8));
     let client = &mut harness.client;
     let uri = "file:///tmp/copilotd-next/numbers.py";
     open(client, uri, ENDLESS);
@@ -351,7 +352,7 @@ fn a_suggestions_first_lines_answer_before_it_ends_and_asking_again_gives_the_re
         cli_completion(&model, workspace.path(), "numbers.py", 11, 5, max_tokens)["text"].as_str().unwrap().to_owned();
     assert!(whole.trim_end().contains('\n'), "premise: a suggestion of several lines: {whole:?}");
     // Early lines are the default.
-    let mut harness = start(Some(workspace.path()), json!({"model": model, "maxTokens": max_tokens}));
+    let mut harness = start_warm(Some(workspace.path()), json!({"model": model, "maxTokens": max_tokens}));
     let client = &mut harness.client;
     let uri = uri(&workspace.path().join("numbers.py"));
     open(client, &uri, ENDLESS);
@@ -483,7 +484,7 @@ fn cancelled_and_superseded_requests_stop_promptly() {
     let model = model_path();
     let _serial = serial();
     let full_tokens = 64;
-    let mut harness = start(None, options(&model, full_tokens));
+    let mut harness = start_warm(None, options(&model, full_tokens));
     let client = &mut harness.client;
     let (a, b, c) =
         ("file:///tmp/copilotd-cancel/a.py", "file:///tmp/copilotd-cancel/b.py", "file:///tmp/copilotd-cancel/c.py");
@@ -546,7 +547,7 @@ fn cancelled_and_superseded_requests_stop_promptly() {
 fn a_ten_megabyte_buffer_is_completed_from_a_bounded_prompt() {
     let model = model_path();
     let _serial = serial();
-    let mut harness = start(None, options(&model, 8));
+    let mut harness = start_warm(None, options(&model, 8));
     let client = &mut harness.client;
     let block = "def scale_{n}(values, factor):\n    return [value * factor for value in values]\n\n\n";
     let mut text = String::with_capacity(10_500_000);

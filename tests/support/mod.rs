@@ -4,6 +4,7 @@
 #![allow(dead_code)] // Each test crate uses a different subset.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use copilotd_bench::lsp::client::{file_uri, StdioClient};
@@ -44,6 +45,53 @@ pub fn start_folders(roots: &[&Path], options: Value) -> Harness {
 
 fn start_with(config_toml: Option<&str>, roots: &[&Path], options: Value) -> Harness {
     start_in(tempfile::tempdir().unwrap(), config_toml, roots, options)
+}
+
+/// Like [`start`], with the private cache holding what a daemon on the default model makes once
+/// per machine and reuses after (see [`warm_cache`]): the common datastore and the measured cost
+/// calibration. For tests about completions, not about that first start.
+pub fn start_warm(root: Option<&Path>, options: Value) -> Harness {
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("cache").join("copilotd");
+    for part in WARM_PARTS {
+        let Ok(entries) = std::fs::read_dir(warm_cache().join(part)) else { continue };
+        std::fs::create_dir_all(cache.join(part)).unwrap();
+        for entry in entries {
+            let from = entry.unwrap().path();
+            std::fs::copy(&from, cache.join(part).join(from.file_name().unwrap())).unwrap();
+        }
+    }
+    start_in(home, None, root.as_slice(), options)
+}
+
+/// The parts of `$XDG_CACHE_HOME/copilotd` that [`start_warm`] copies.
+const WARM_PARTS: [&str; 2] = ["common", "calibration"];
+
+/// `copilotd` in a cache directory made once per test process by one `copilotd complete` on the
+/// default model, which builds the common datastore and measures the cost calibration (cached
+/// unless other work on the machine disturbed the measurement; then each daemon measures its
+/// own, as on a first start). Remade on every run, under the target's directory for tests.
+fn warm_cache() -> &'static Path {
+    static WARM: OnceLock<PathBuf> = OnceLock::new();
+    WARM.get_or_init(|| {
+        let test = std::env::current_exe().unwrap().file_stem().unwrap().to_owned();
+        let home = Path::new(env!("CARGO_TARGET_TMPDIR")).join("warm-cache").join(test);
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(home.join("workspace")).unwrap();
+        std::fs::write(home.join("workspace/warm.py"), "def warm():\n    return 1\n").unwrap();
+        let output = std::process::Command::new(binary())
+            .args(["complete", "--workspace"])
+            .arg(home.join("workspace"))
+            .args(["--file", "warm.py", "--line", "2", "--column", "5", "--max-tokens", "1", "--model"])
+            .arg(model_path())
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("XDG_CACHE_HOME", home.join("cache"))
+            .env("COPILOTD_MODEL", "")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "copilotd complete failed: {}", String::from_utf8_lossy(&output.stderr));
+        home.join("cache").join("copilotd")
+    })
 }
 
 /// Like [`start`], in the private directories of an earlier harness (a restart).
