@@ -87,11 +87,7 @@ fn warm_cache() -> &'static Path {
         let cache = home.join("cache").join("copilotd");
         let calibrated = || std::fs::read_dir(cache.join("calibration")).is_ok_and(|mut files| files.next().is_some());
         for _ in 0..WARM_ATTEMPTS {
-            let output = std::process::Command::new(binary())
-                .args(["complete", "--workspace"])
-                .arg(home.join("workspace"))
-                .args(["--file", "warm.py", "--line", "2", "--column", "5", "--max-tokens", "1", "--model"])
-                .arg(model_path())
+            let output = complete_command(&model_path(), &home.join("workspace"), "warm.py", 1, 4, 1)
                 .env("XDG_CONFIG_HOME", home.join("config"))
                 .env("XDG_CACHE_HOME", home.join("cache"))
                 .env("COPILOTD_MODEL", "")
@@ -231,7 +227,26 @@ pub fn error_code(response: &Value) -> Option<i64> {
     response["error"]["code"].as_i64()
 }
 
-/// `copilotd complete --json` at a 0-based line and character (ASCII lines), its `text`.
+/// `copilotd complete --json` at a 0-based line and character (ASCII lines).
+fn complete_command(
+    model: &Path,
+    workspace: &Path,
+    file: &str,
+    line: u32,
+    character: u32,
+    max_tokens: usize,
+) -> std::process::Command {
+    let mut command = std::process::Command::new(binary());
+    command
+        .args(["complete", "--workspace"])
+        .arg(workspace)
+        .args(["--file", file, "--line", &(line + 1).to_string(), "--column", &(character + 1).to_string()])
+        .args(["--max-tokens", &max_tokens.to_string(), "--json", "--model"])
+        .arg(model);
+    command
+}
+
+/// [`complete_command`]'s completion (its JSON line).
 pub fn cli_completion(
     model: &Path,
     workspace: &Path,
@@ -240,14 +255,7 @@ pub fn cli_completion(
     character: u32,
     max_tokens: usize,
 ) -> Value {
-    let output = std::process::Command::new(binary())
-        .args(["complete", "--workspace"])
-        .arg(workspace)
-        .args(["--file", file, "--line", &(line + 1).to_string(), "--column", &(character + 1).to_string()])
-        .args(["--max-tokens", &max_tokens.to_string(), "--json", "--model"])
-        .arg(model)
-        .output()
-        .unwrap();
+    let output = complete_command(model, workspace, file, line, character, max_tokens).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "copilotd complete failed: {}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_str(stdout.lines().last().expect("a JSON line")).unwrap()
