@@ -69,7 +69,7 @@ fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
     let started = Instant::now();
     let first = complete(client, &uri, 28, 8);
     let first_ms = started.elapsed().as_millis();
-    let cli = cli_completion(&model, workspace.path(), "inventory.py", 28, 8, max_tokens);
+    let cli = cli_completion(complete_command(&model, workspace.path(), "inventory.py", 28, 8, max_tokens));
     assert_eq!(first, cli["text"].as_str().unwrap(), "LSP and CLI differ at the same cursor");
     assert!(!first.trim().is_empty(), "an empty completion proves nothing");
     let stats = last_stats(client);
@@ -88,7 +88,7 @@ fn completion_matches_the_cli_follows_edits_and_reuses_the_prompt() {
     let second_ms = started.elapsed().as_millis();
     let edited = tempfile::tempdir().unwrap();
     std::fs::write(edited.path().join("inventory.py"), text.replacen(old, new, 1)).unwrap();
-    let cli = cli_completion(&model, edited.path(), "inventory.py", 28, 8, max_tokens);
+    let cli = cli_completion(complete_command(&model, edited.path(), "inventory.py", 28, 8, max_tokens));
     assert_eq!(second, cli["text"].as_str().unwrap(), "the edited buffer is not what was completed");
     assert_ne!(first, second, "the edit should change the completion");
     let stats = last_stats(client);
@@ -202,7 +202,7 @@ fn a_place_warmed_ahead_is_completed_from_its_prefilled_prompt_with_the_same_tex
     let (prompt, reused) = (stats["prompt_tokens"].as_u64().unwrap(), stats["reused_prompt_tokens"].as_u64().unwrap());
     assert_eq!(reused + 1, prompt, "all but the last prompt token were prefilled ahead: {stats}");
     assert_eq!(status(client)["warmedTokens"].as_u64(), Some(prompt), "the whole prompt was warmed");
-    let cli = cli_completion(&model, workspace.path(), "inventory.py", 28, 8, max_tokens);
+    let cli = cli_completion(complete_command(&model, workspace.path(), "inventory.py", 28, 8, max_tokens));
     assert_eq!(warm, cli["text"].as_str().unwrap(), "a warmed prompt must not change the completion");
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
@@ -348,8 +348,10 @@ fn a_suggestions_first_lines_answer_before_it_ends_and_asking_again_gives_the_re
     let max_tokens = 64;
     let workspace = tempfile::tempdir().unwrap();
     std::fs::write(workspace.path().join("numbers.py"), ENDLESS).unwrap();
-    let whole =
-        cli_completion(&model, workspace.path(), "numbers.py", 11, 5, max_tokens)["text"].as_str().unwrap().to_owned();
+    let whole = cli_completion(complete_command(&model, workspace.path(), "numbers.py", 11, 5, max_tokens))["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(whole.trim_end().contains('\n'), "premise: a suggestion of several lines: {whole:?}");
     // Early lines are the default.
     let mut harness = start_warm(Some(workspace.path()), json!({"model": model, "maxTokens": max_tokens}));

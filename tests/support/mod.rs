@@ -87,18 +87,16 @@ fn warm_cache() -> &'static Path {
         let cache = home.join("cache").join("copilotd");
         let calibrated = || std::fs::read_dir(cache.join("calibration")).is_ok_and(|mut files| files.next().is_some());
         for _ in 0..WARM_ATTEMPTS {
-            let output = complete_command(&model_path(), &home.join("workspace"), "warm.py", 1, 4, 1)
+            let mut command = complete_command(&model_path(), &home.join("workspace"), "warm.py", 1, 4, 1);
+            command
                 .env("XDG_CONFIG_HOME", home.join("config"))
                 .env("XDG_CACHE_HOME", home.join("cache"))
-                .env("COPILOTD_MODEL", "")
-                .output()
-                .unwrap();
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            assert!(output.status.success(), "copilotd complete failed: {stderr}");
+                .env("COPILOTD_MODEL", "");
+            cli_completion(command);
             if calibrated() {
                 break;
             }
-            eprintln!("warm cache: no calibration cached yet: {stderr}");
+            eprintln!("warm cache: the calibration was disturbed by other work; measuring again");
         }
         cache
     })
@@ -227,8 +225,9 @@ pub fn error_code(response: &Value) -> Option<i64> {
     response["error"]["code"].as_i64()
 }
 
-/// `copilotd complete --json` at a 0-based line and character (ASCII lines).
-fn complete_command(
+/// `copilotd complete --json` at a 0-based line and character (ASCII lines), for
+/// [`cli_completion`] to run (with the environment added where needed).
+pub fn complete_command(
     model: &Path,
     workspace: &Path,
     file: &str,
@@ -246,16 +245,9 @@ fn complete_command(
     command
 }
 
-/// [`complete_command`]'s completion (its JSON line).
-pub fn cli_completion(
-    model: &Path,
-    workspace: &Path,
-    file: &str,
-    line: u32,
-    character: u32,
-    max_tokens: usize,
-) -> Value {
-    let output = complete_command(model, workspace, file, line, character, max_tokens).output().unwrap();
+/// Runs a [`complete_command`]: its completion (the JSON line).
+pub fn cli_completion(mut command: std::process::Command) -> Value {
+    let output = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "copilotd complete failed: {}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_str(stdout.lines().last().expect("a JSON line")).unwrap()
