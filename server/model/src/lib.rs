@@ -54,9 +54,9 @@ pub enum WeightFormat {
     /// As stored in the file (quantized GGUF types through candle's kernels; float
     /// safetensors as f32).
     Native,
-    /// The own kernels (see [`Kernel`]): 4-bit weights (GGUF Q4_0, Q4_1, Q4_K) exactly as
-    /// stored, every other weight re-quantized to Q8_0 at load. 4-bit weights halve the
-    /// bytes a one-token pass streams from memory.
+    /// The own kernels (see [`Kernel`]): 4-bit, 6-bit and 8-bit weights (GGUF Q4_0, Q4_1,
+    /// Q4_K, Q6_K, Q8_0) exactly as stored, every other weight re-quantized to Q8_0 at load.
+    /// 4-bit weights halve the bytes a one-token pass streams from memory.
     #[default]
     Auto,
     /// Every weight re-quantized to Q8_0 at load, on the own kernels.

@@ -97,8 +97,6 @@ pub(crate) struct Weights {
     pub layers: Vec<Layer>,
     pub norm: Vec<f32>,
     pub lm_head: Linear,
-    /// Element type of the projections in the file, e.g. `Q4_1`.
-    pub source_dtype: String,
 }
 
 struct Reader<'a> {
@@ -137,15 +135,11 @@ pub(crate) fn build(src: &mut dyn TensorSource, cfg: &Config, conv: &Converter) 
     let mut r = Reader { src };
     let (h, qd, kvd, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate);
     let embed = r.read(Slot::Embed, &[cfg.vocab_size, h])?;
-    let mut source_dtype = String::new();
     let mut layers = Vec::with_capacity(cfg.layers);
     for i in 0..cfg.layers {
         use LayerWeight as W;
         let slot = |w| Slot::Layer(i, w);
         let q = r.read(slot(W::Q), &[qd, h])?;
-        if source_dtype.is_empty() {
-            source_dtype = q.dtype_name();
-        }
         let k = r.read(slot(W::K), &[kvd, h])?;
         let v = r.read(slot(W::V), &[kvd, h])?;
         let bias = if cfg.family.has_qkv_bias() {
@@ -186,5 +180,5 @@ pub(crate) fn build(src: &mut dyn TensorSource, cfg: &Config, conv: &Converter) 
         RawWeight::Quantized(q) => QMatMul::from_qtensor(q)?,
         RawWeight::Dense(t) => QMatMul::Tensor(t),
     };
-    Ok(Weights { embed, layers, norm, lm_head, source_dtype })
+    Ok(Weights { embed, layers, norm, lm_head })
 }

@@ -50,7 +50,7 @@ fn load_gguf(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let bos = file.token_id("bos");
     let fim_bos = bos.filter(|_| file.adds_bos());
     Ok(Loaded {
-        info: info(name, &config, &tokenizer, (&conv, choice), &weights, (bos, fim_bos), eos),
+        info: info(name, &config, &tokenizer, (&conv, choice), (bos, fim_bos), eos),
         config,
         tokenizer,
         weights,
@@ -75,7 +75,7 @@ fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let bos = st.bos;
     let fim_bos = bos.filter(|_| st.adds_bos);
     Ok(Loaded {
-        info: info(file_name(dir), &config, &tokenizer, (&conv, choice), &weights, (bos, fim_bos), eos),
+        info: info(file_name(dir), &config, &tokenizer, (&conv, choice), (bos, fim_bos), eos),
         config,
         tokenizer,
         weights,
@@ -97,7 +97,6 @@ fn info(
     config: &Config,
     tokenizer: &Tokenizer,
     (conv, kernel): (&Converter, KernelChoice),
-    weights: &Weights,
     (bos, fim_bos): (Option<u32>, Option<u32>),
     mut eos: Vec<u32>,
 ) -> ModelInfo {
@@ -113,7 +112,7 @@ fn info(
             None => format!("cpu ({threads} threads, {} kernel)", kernel.kernel),
             Some(warning) => format!("cpu ({threads} threads, {} kernel; {warning})", kernel.kernel),
         },
-        weights: conv.describe(&weights.source_dtype),
+        weights: conv.describe(),
         bos_token: bos,
         eos_tokens: eos,
         fim: tokenizer.fim_tokens().map(|fim| FimTokens { bos: fim_bos, ..fim }),

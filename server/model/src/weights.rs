@@ -13,6 +13,8 @@ use anyhow::{bail, Context, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use crate::quant::{FourBit, QuantMatrix, Q6_K_VALUES};
@@ -35,7 +37,14 @@ impl RawWeight {
     /// Short name of the stored element type (e.g. `Q4_1`, `BF16`).
     pub fn dtype_name(&self) -> String {
         match self {
-            Self::Quantized(q) => format!("{:?}", q.dtype()),
+            Self::Quantized(q) => {
+                // candle spells the K-quants `Q4K`; GGUF and llama.cpp say `Q4_K`.
+                let name = format!("{:?}", q.dtype());
+                match name.strip_suffix('K') {
+                    Some(stem) => format!("{stem}_K"),
+                    None => name,
+                }
+            }
             Self::Dense(t) => format!("{:?}", t.dtype()).to_uppercase(),
         }
     }
@@ -142,12 +151,25 @@ impl Linear {
 pub struct Converter {
     format: WeightFormat,
     kernel: Kernel,
+    /// Matrices converted so far, by (stored type, type they run as): what
+    /// [`Self::describe`] reports.
+    tally: RefCell<BTreeMap<(String, String), usize>>,
 }
 
 impl Converter {
     /// Converts to `format`, for the forward pass to run on `kernel` (which the CPU runs).
     pub fn new(format: WeightFormat, kernel: Kernel) -> Self {
-        Self { format, kernel }
+        Self { format, kernel, tally: RefCell::default() }
+    }
+
+    /// Counts `parts` as running as `runs_as` (their stored type when `None`).
+    fn record(&self, parts: &[RawWeight], runs_as: Option<&str>) {
+        let mut tally = self.tally.borrow_mut();
+        for part in parts {
+            let stored = part.dtype_name();
+            let runs_as = runs_as.map_or_else(|| stored.clone(), str::to_string);
+            *tally.entry((stored, runs_as)).or_default() += 1;
+        }
     }
 
     /// Stacks `parts` (same input width) into one linear layer with an optional bias.
@@ -168,8 +190,17 @@ impl Converter {
         let parts = match self.format {
             WeightFormat::Auto => self.auto_parts(&parts, out_dim, in_dim)?,
             WeightFormat::Q8_0 => vec![self.q8_part(&parts, out_dim, in_dim)?],
-            WeightFormat::F32 => vec![dense_part(&parts, out_dim, in_dim)?],
-            WeightFormat::Native => native_parts(parts, out_dim, in_dim)?,
+            WeightFormat::F32 => {
+                self.record(&parts, Some(DENSE));
+                vec![dense_part(&parts, out_dim, in_dim)?]
+            }
+            WeightFormat::Native => {
+                for part in &parts {
+                    let runs_as = (!part.is_block_quantized()).then_some(DENSE);
+                    self.record(std::slice::from_ref(part), runs_as);
+                }
+                native_parts(parts, out_dim, in_dim)?
+            }
         };
         Ok(Linear { parts, in_dim, out_dim, bias })
     }
@@ -179,6 +210,7 @@ impl Converter {
     /// with Q6_K).
     fn auto_parts(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Vec<Part>> {
         if let Some((code, blocks)) = kept_blocks(parts, k)? {
+            self.record(parts, None);
             let matrix = match code {
                 Kept::FourBit(code) => QuantMatrix::from_four_bit(code, &blocks, n, k, self.kernel),
                 Kept::Q6K => QuantMatrix::from_q6_k(&blocks, n, k, self.kernel),
@@ -201,8 +233,10 @@ impl Converter {
     /// embeddings, which tied heads reuse), else quantized from f32.
     fn q8_part(&self, parts: &[RawWeight], n: usize, k: usize) -> Result<Part> {
         if let Some(blocks) = stored_q8_0_blocks(parts, k)? {
+            self.record(parts, None);
             return Ok(self.own_part(QuantMatrix::from_q8_0(&blocks, n, k, self.kernel)));
         }
+        self.record(parts, Some("Q8_0"));
         let w = finite_values(parts)?;
         Ok(self.own_part(QuantMatrix::quantize(&w, n, k, self.kernel)))
     }
@@ -212,21 +246,35 @@ impl Converter {
         Part { matmul: Matmul::Own(matrix), k_in, n }
     }
 
-    /// Describes the conversion for [`crate::ModelInfo::weights`].
-    pub fn describe(&self, source: &str) -> String {
-        match self.format {
-            WeightFormat::Auto => {
-                format!(
-                    "4-bit, Q6_K and Q8_0 as stored, the rest Q8_0 (converted from {source}); {} kernel",
-                    self.kernel
-                )
+    /// What the matrices converted so far run as, for [`crate::ModelInfo::weights`]: e.g.
+    /// `Q4_1 ×210, Q8_0 ×1 as stored; avx2 kernel` or `F16 ×211 converted to Q8_0; avx2 kernel`.
+    pub fn describe(&self) -> String {
+        let tally = self.tally.borrow();
+        let mut kept = Vec::new();
+        let mut converted: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for ((stored, runs_as), n) in tally.iter() {
+            let count = format!("{stored} ×{n}");
+            if stored == runs_as {
+                kept.push(count);
+            } else {
+                converted.entry(runs_as).or_default().push(count);
             }
-            WeightFormat::Q8_0 => format!("Q8_0 (converted from {source}; {} kernel)", self.kernel),
-            WeightFormat::F32 => format!("F32 (converted from {source})"),
-            WeightFormat::Native => format!("{source} (as stored)"),
+        }
+        let mut groups = Vec::new();
+        if !kept.is_empty() {
+            groups.push(format!("{} as stored", kept.join(", ")));
+        }
+        groups.extend(converted.into_iter().map(|(to, from)| format!("{} converted to {to}", from.join(", "))));
+        let matrices = groups.join("; ");
+        match self.format {
+            WeightFormat::Auto | WeightFormat::Q8_0 => format!("{matrices}; {} kernel", self.kernel),
+            WeightFormat::F32 | WeightFormat::Native => matrices,
         }
     }
 }
+
+/// The type float weights run as outside the own quantized kernels.
+const DENSE: &str = "F32";
 
 /// A GGUF code the own kernels keep exactly.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -394,4 +442,44 @@ fn native_parts(parts: Vec<RawWeight>, n: usize, k: usize) -> Result<Vec<Part>> 
 /// GGUF may store small or sensitive tensors unquantized; those run as dense f32.
 fn is_float(dtype: GgmlDType) -> bool {
     matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K: usize = 256;
+
+    fn quantized(dtype: GgmlDType) -> RawWeight {
+        let values = Tensor::ones((8, K), DType::F32, &Device::Cpu).unwrap();
+        RawWeight::Quantized(QTensor::quantize(&values, dtype).unwrap())
+    }
+
+    fn half_floats() -> RawWeight {
+        RawWeight::Dense(Tensor::ones((8, K), DType::F16, &Device::Cpu).unwrap())
+    }
+
+    /// Loads the same mix of matrices as `format` and returns the description.
+    fn described(format: WeightFormat) -> String {
+        let conv = Converter::new(format, Kernel::Portable);
+        conv.linear(vec![quantized(GgmlDType::Q4_1), quantized(GgmlDType::Q4_1)], None).unwrap();
+        conv.linear(vec![quantized(GgmlDType::Q6K)], None).unwrap();
+        conv.linear(vec![quantized(GgmlDType::Q8_0)], None).unwrap();
+        conv.linear(vec![half_floats()], None).unwrap();
+        conv.describe()
+    }
+
+    #[test]
+    fn the_description_counts_what_each_stored_type_runs_as() {
+        assert_eq!(
+            described(WeightFormat::Auto),
+            "Q4_1 ×2, Q6_K ×1, Q8_0 ×1 as stored; F16 ×1 converted to Q8_0; portable kernel"
+        );
+        assert_eq!(
+            described(WeightFormat::Q8_0),
+            "Q8_0 ×1 as stored; F16 ×1, Q4_1 ×2, Q6_K ×1 converted to Q8_0; portable kernel"
+        );
+        assert_eq!(described(WeightFormat::F32), "F16 ×1, Q4_1 ×2, Q6_K ×1, Q8_0 ×1 converted to F32");
+        assert_eq!(described(WeightFormat::Native), "Q4_1 ×2, Q6_K ×1, Q8_0 ×1 as stored; F16 ×1 converted to F32");
+    }
 }

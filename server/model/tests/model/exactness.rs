@@ -1,7 +1,7 @@
 //! Tree passes, kept paths and chunked prefill against one-token passes, bit for bit,
 //! on the real default model.
 
-mod common;
+use crate::common;
 
 use common::exact;
 use copilotd_model::{Model, WeightFormat};

@@ -1,8 +1,8 @@
 //! Speed figures of the runtime on the real model (measured, never asserted):
-//! `cargo test -p copilotd-model --release --test speed -- --ignored --nocapture`
+//! `cargo test -p copilotd-model --release --test model -- --ignored --nocapture speed::`
 //! Threads: `COPILOTD_THREADS` (default 2, the reference machine's cores).
 
-mod common;
+use crate::common;
 
 use copilotd_model::{LoadOptions, Model, WeightFormat};
 use std::time::{Duration, Instant};

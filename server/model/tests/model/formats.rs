@@ -8,7 +8,7 @@
 //! - tree passes equal one-token passes bit for bit, and speculative decoding completes
 //!   token for token as greedy one-token decoding does.
 
-mod common;
+use crate::common;
 
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -269,4 +269,13 @@ fn each_family_reports_its_fim_and_end_tokens() {
         end.sort_unstable();
         assert_eq!(info.eos_tokens, end, "{family:?}");
     }
+}
+
+/// The default model's projections are Q4_1 and its output matrix (the tied embedding) Q8_0:
+/// the default conversion keeps every one as stored, and the description says so.
+#[test]
+fn the_default_model_runs_every_weight_as_stored() {
+    let m = common::load(WeightFormat::Auto);
+    let kernel = m.info().kernel;
+    assert_eq!(m.info().weights, format!("Q4_1 ×210, Q8_0 ×1 as stored; {kernel} kernel"));
 }

@@ -1,6 +1,6 @@
 //! The GGUF-built tokenizer of the default model on real code.
 
-mod common;
+use crate::common;
 
 use copilotd_model::{tokenizer_from_gguf, Tokenizer};
 

@@ -1,7 +1,7 @@
 //! The GGUF reader on tiny Llama and Qwen2 files written from the tiny safetensors
 //! checkpoints: both formats must load the same network and tokenizer.
 
-mod common;
+use crate::common;
 
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};

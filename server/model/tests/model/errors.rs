@@ -1,6 +1,6 @@
 //! Bad model inputs give a one-line error naming the problem, never a panic.
 
-mod common;
+use crate::common;
 
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};

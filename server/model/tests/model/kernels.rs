@@ -1,7 +1,7 @@
 //! Every kernel this CPU runs, on the real default model: each keeps tree passes, kept
 //! paths and chunked prefill bit-exact, and all of them compute the same logits.
 
-mod common;
+use crate::common;
 
 use common::exact;
 use copilotd_model::{Kernel, Model, WeightFormat};

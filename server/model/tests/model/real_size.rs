@@ -2,7 +2,7 @@
 //! real weights: Qwen2.5-Coder-0.5B and 1.5B in llama.cpp's Q4_K_M layout and in Q8_0.
 //! llama.cpp runs the same files. Written by an ignored test:
 //!
-//! `COPILOTD_SYNTHETIC_DIR=/tmp/synthetic cargo test -p copilotd-model --release --test real_size -- --ignored --nocapture`
+//! `COPILOTD_SYNTHETIC_DIR=/tmp/synthetic cargo test -p copilotd-model --release --test model -- --ignored --nocapture real_size::`
 //!
 //! then e.g. `copilotd bench cost-curve --model /tmp/synthetic/qwencoder-1.5b-q4_k_m.gguf`.
 

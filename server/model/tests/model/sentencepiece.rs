@@ -3,8 +3,6 @@
 //! (merge the highest-scoring adjacent pair, leftmost first; bytes for the rest), round
 //! trips, and the errors for tables the loader cannot build.
 
-mod common;
-
 use candle_core::quantized::gguf_file::Value;
 use copilotd_model::{tokenizer_from_gguf, Tokenizer};
 use copilotd_test_support::synthetic::{self, Family, Vocab};

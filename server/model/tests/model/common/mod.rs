@@ -1,7 +1,5 @@
 //! Shared helpers of the model tests: the real model, greedy argmax.
 
-#![allow(dead_code)] // each test binary uses a subset
-
 pub mod exact;
 pub mod names;
 pub mod tiny;

@@ -2,7 +2,7 @@
 //! exactly like GGUF models, and the default model exported to safetensors computes
 //! what the GGUF file computes.
 
-mod common;
+use crate::common;
 
 use candle_core::DType;
 use common::{exact, tiny};
