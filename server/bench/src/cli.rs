@@ -26,6 +26,9 @@ use std::time::Instant;
 pub enum BenchCommand {
     /// Time one forward over k new tree nodes on a warm cache, for several k.
     CostCurve(CostCurveArgs),
+    /// Time the weight products of a forward pass alone, per kind of matrix, for several
+    /// numbers of input rows: where a pass's arithmetic goes and the kernel's rate.
+    Products(ProductsArgs),
     /// Repository-level completion tasks from real packages, every strategy
     /// against `ar` in the same run.
     Repo(RepoArgs),
@@ -175,9 +178,25 @@ pub struct CostCurveArgs {
     model: ModelArgs,
 }
 
+#[derive(Args, Debug)]
+pub struct ProductsArgs {
+    /// Input rows (tree nodes or prompt tokens) per product.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16", value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    rows: Vec<usize>,
+    /// Timed repetitions per matrix and row count (the median is reported), at least 1.
+    #[arg(long, default_value_t = 21, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    repeats: usize,
+    /// Print one JSON object on the last line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    model: ModelArgs,
+}
+
 pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::CostCurve(args) => cost_curve(&args),
+        BenchCommand::Products(args) => products(&args),
         BenchCommand::Repo(args) => repo(&args),
         BenchCommand::Lsp(args) => lsp(args),
         BenchCommand::Typing(args) => typing(&args),
@@ -224,6 +243,41 @@ fn cost_curve(args: &CostCurveArgs) -> Result<()> {
         let object = json!({
             "model": info.name, "weights": info.weights, "device": info.device, "machine": machine_json(&cpu, info.kernel),
             "cache": args.cache, "curve": curve, "prefill_tokens_per_s": prefill_tps, "decode_tokens_per_s": decode_tps,
+        });
+        println!("{object}");
+    }
+    Ok(())
+}
+
+fn products(args: &ProductsArgs) -> Result<()> {
+    let model = completion::load_model(&args.model.settings(&Config::default()))?;
+    let info = model.info().clone();
+    let cpu = CpuDescription::of_this_machine();
+    println!("{}", model_line(&info));
+    println!("{}", machine_line(&cpu));
+    println!("weight products alone; median of {} runs per matrix and row count", args.repeats);
+    println!("{:>4}  {:<8} {:>13} {:>6} {:>9} {:>8}", "rows", "matrix", "shape", "count", "ms", "GMAC/s");
+    let mut results = Vec::new();
+    for &rows in &args.rows {
+        let timings = model.time_products(rows, args.repeats)?;
+        for t in &timings {
+            let shape = format!("{} x {}", t.shape.0, t.shape.1);
+            println!("{rows:>4}  {:<8} {shape:>13} {:>6} {:>9.3} {:>8.2}", t.name, t.count, t.ms, t.gmacs(rows));
+        }
+        let pass_ms: f64 = timings.iter().map(|t| t.ms * t.count as f64).sum();
+        let macs: usize = timings.iter().map(|t| t.shape.0 * t.shape.1 * t.count * rows).sum();
+        let pass_gmacs = macs as f64 / (pass_ms * 1e6);
+        println!("{rows:>4}  {:<8} {:>13} {:>6} {pass_ms:>9.3} {pass_gmacs:>8.2}", "a pass", "", "");
+        let matrices: Vec<_> = timings
+            .iter()
+            .map(|t| json!({"matrix": t.name, "shape": [t.shape.0, t.shape.1], "count": t.count, "ms": t.ms, "gmacs": t.gmacs(rows)}))
+            .collect();
+        results.push(json!({"rows": rows, "matrices": matrices, "pass_ms": pass_ms, "pass_gmacs": pass_gmacs}));
+    }
+    if args.json {
+        let object = json!({
+            "model": info.name, "weights": info.weights, "device": info.device, "machine": machine_json(&cpu, info.kernel),
+            "products": results,
         });
         println!("{object}");
     }
@@ -627,6 +681,11 @@ mod tests {
             assert_eq!(cost_curve(&[unused]), Some(UnknownArgument), "{unused}");
         }
         assert_eq!(cost_curve(&["--threads", "2", "--weights", "q8_0", "--kernel", "portable"]), None);
+        let products = |line: &[&str]| parse_as::<ProductsArgs>(line).map_err(kind).err();
+        assert_eq!(products(&["--rows", "1,0"]), Some(ValueValidation));
+        assert_eq!(products(&["--repeats", "0"]), Some(ValueValidation));
+        let args = parse_as::<ProductsArgs>(&["--rows", "1,16", "--threads", "1", "--kernel", "portable"]).unwrap();
+        assert_eq!((args.rows, args.repeats), (vec![1, 16], 21));
     }
 
     #[test]

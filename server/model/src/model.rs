@@ -12,6 +12,7 @@ use crate::groups::ending_in_a_pair;
 use crate::kv::KvCache;
 use crate::loader::Weights;
 use crate::ops::{self, Rotation};
+use crate::product_timing::{self, ProductTiming};
 use crate::source::{self, Loaded};
 use crate::split_attention;
 use crate::tokenizer::Tokenizer;
@@ -111,6 +112,12 @@ impl Model {
         self.check_room(tree.max_depth().unwrap_or(0) + 1)?;
         let all: Vec<usize> = (0..tokens.len()).collect();
         self.run(tokens, tree, &all)
+    }
+
+    /// Times the weight products of a pass of `rows` tokens alone, per kind of matrix
+    /// (median of `repeats`; see [`crate::ProductTiming`]).
+    pub fn time_products(&self, rows: usize, repeats: usize) -> Result<Vec<ProductTiming>> {
+        product_timing::time(&self.weights, rows, repeats)
     }
 
     /// Appends the entries of `path` (nodes of the last tree, a chain from a top-level

@@ -92,6 +92,11 @@ pub struct Linear {
 }
 
 impl Linear {
+    /// `(out_dim, in_dim)`: outputs and inputs of one row's product.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.out_dim, self.in_dim)
+    }
+
     /// Multiplies `m` rows of `in_dim` values (row-major) and returns `m` rows of `out_dim`.
     pub fn forward(&self, x: &[f32], m: usize) -> Result<Vec<f32>> {
         debug_assert_eq!(x.len(), m * self.in_dim);

@@ -8,6 +8,7 @@ mod exactness;
 mod formats;
 mod gguf_tiny;
 mod kernels;
+mod product_timing;
 mod real_size;
 mod safetensors;
 mod sentencepiece;
