@@ -103,14 +103,18 @@ fn info(
     eos.sort_unstable();
     eos.dedup();
     let threads = threads::effective();
+    let thread_count = match threads {
+        1 => "1 thread".to_string(),
+        n => format!("{n} threads"),
+    };
     ModelInfo {
         name,
         architecture: config.family.name().to_string(),
         vocab_size: config.vocab_size,
         context_length: config.context_length,
         device: match &kernel.warning {
-            None => format!("cpu ({threads} threads, {} kernel)", kernel.kernel),
-            Some(warning) => format!("cpu ({threads} threads, {} kernel; {warning})", kernel.kernel),
+            None => format!("cpu ({thread_count}, {} kernel)", kernel.kernel),
+            Some(warning) => format!("cpu ({thread_count}, {} kernel; {warning})", kernel.kernel),
         },
         weights: conv.describe(),
         bos_token: bos,
