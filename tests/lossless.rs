@@ -230,6 +230,7 @@ fn spectra_and_auto_completions_equal_autoregressive() {
             strategy: Strategy::Ar,
             sampling: Sampling::GREEDY,
             trigger: Trigger::Invoked,
+            prompt_latency: None,
         };
         let mut outputs = Vec::new();
         for (i, (strategy, sources)) in strategies.iter().zip(sources.iter_mut()).enumerate() {

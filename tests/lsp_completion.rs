@@ -207,6 +207,53 @@ fn a_place_warmed_ahead_is_completed_from_its_prefilled_prompt_with_the_same_tex
     assert!(harness.client.shutdown(QUICK).unwrap());
 }
 
+/// A cold prompt that cannot be read within `promptLatencyMs` is cut to a shorter window before
+/// the cursor: the text is `copilotd complete`'s with that window (`--prompt-tokens`), and a
+/// keystroke after it keeps the window and reuses its cache.
+#[test]
+fn a_prompt_not_read_in_time_is_cut_to_a_shorter_window_that_typing_keeps() {
+    let model = model_path();
+    let _serial = serial();
+    let max_tokens = 24;
+    // The fixture with the first line of `summarize`'s body (line 149, 0-based) emptied to its
+    // indentation: more than 1,000 prompt tokens before the cursor.
+    let fixture =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bench_sample.py")).unwrap();
+    let mut lines: Vec<&str> = fixture.split('\n').collect();
+    assert!(lines[148].starts_with("def summarize("), "the fixture changed");
+    lines[149] = "    ";
+    let text = lines.join("\n");
+    let (line, character) = (149, 4);
+    // 1 ms: no window is read in time, so the shortest one (256 tokens) is taken.
+    let (workspace, mut harness, uri) = session_on(&model, "sample.py", &text, max_tokens);
+    let client = &mut harness.client;
+    client.notify("workspace/didChangeConfiguration", json!({"settings": {"promptLatencyMs": 1}})).unwrap();
+    wait_model(client);
+    wait_calibrated(client);
+
+    let cut = complete(client, &uri, line, character);
+    let stats = last_stats(client);
+    let prompt = stats["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(stats["window_shortened"], true, "{stats}");
+    assert!(prompt <= 256, "{stats}");
+    let mut command = complete_command(&model, workspace.path(), "sample.py", line, character, max_tokens);
+    command.args(["--prompt-tokens", "256"]);
+    let short = cli_completion(command);
+    assert_eq!((cut.as_str(), prompt), (short["text"].as_str().unwrap(), short["prompt_tokens"].as_u64().unwrap()));
+    let whole = cli_completion(complete_command(&model, workspace.path(), "sample.py", line, character, max_tokens));
+    assert!(whole["prompt_tokens"].as_u64().unwrap() > 1000, "the whole window is far longer: {whole}");
+
+    // A keystroke the suggestion did not predict: the same window, its cache reused.
+    let key = if cut.starts_with('~') { "!" } else { "~" };
+    change(client, &uri, 2, (line, character), (line, character), key);
+    complete(client, &uri, line, character + 1);
+    let stats = last_stats(client);
+    let (prompt, reused) = (stats["prompt_tokens"].as_u64().unwrap(), stats["reused_prompt_tokens"].as_u64().unwrap());
+    assert_eq!(stats["window_shortened"], true, "{stats}");
+    assert!(prompt <= 256 && reused + 4 >= prompt, "the cut window's cache is reused: {stats}");
+    assert!(harness.client.shutdown(QUICK).unwrap());
+}
+
 #[test]
 fn going_back_to_a_file_reuses_its_prompt_set_aside_with_the_same_text() {
     let model = model_path();

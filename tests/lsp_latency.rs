@@ -29,6 +29,7 @@ fn lsp_latency_cold_and_warm() {
         samples,
         max_tokens: 16,
         pause: std::time::Duration::from_secs(5),
+        prompt_latency_ms: None,
     };
     let report = bench_lsp(&options).unwrap();
     println!("{}", serde_json::to_string_pretty(&report).unwrap());

@@ -21,6 +21,7 @@ fn request(text: &str, max_tokens: usize, strategy: Strategy) -> CompletionReque
         strategy,
         sampling: Sampling::GREEDY,
         trigger: Trigger::Invoked,
+        prompt_latency: None,
     }
 }
 

@@ -6,6 +6,7 @@
 //! value in place, so one typo never disables the rest of a configuration.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -16,6 +17,12 @@ use crate::paths;
 pub const DEFAULT_MAX_TOKENS: usize = 128;
 /// Upper bound accepted for `max_tokens`.
 pub const MAX_TOKENS_LIMIT: usize = 4096;
+/// Default of `prompt_latency_ms`: a first suggestion in 2–3 s on two AVX2 cores of the Zen 1
+/// class, from a cold prompt of about 350 tokens (a prompt of 2,000 tokens would take 12 s), and
+/// from about 1,000 tokens on two AVX-512 cores.
+pub const DEFAULT_PROMPT_LATENCY: Duration = Duration::from_millis(2000);
+/// Upper bound accepted for `prompt_latency_ms`.
+const PROMPT_LATENCY_LIMIT_MS: u64 = 60_000;
 
 /// The daemon's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +54,10 @@ pub struct Config {
     /// The place an editor names (`copilotd/warm`) is prefilled while the model idles; off:
     /// those notifications are ignored, and the model works only when asked to complete.
     pub warm: bool,
+    /// Most time the prefill of a prompt's uncached part may take before a completion: a prompt
+    /// that would take longer (a cold start, a jump to another file) is cut to a shorter window
+    /// before the cursor; `None` (`prompt_latency_ms = 0`): never cut, however long it takes.
+    pub prompt_latency: Option<Duration>,
 }
 
 impl Default for Config {
@@ -63,6 +74,7 @@ impl Default for Config {
             repo_context: true,
             early_lines: true,
             warm: true,
+            prompt_latency: Some(DEFAULT_PROMPT_LATENCY),
         }
     }
 }
@@ -77,7 +89,7 @@ pub enum Naming {
 }
 
 /// The settings, by their snake_case name.
-const SETTINGS: [&str; 13] = [
+const SETTINGS: [&str; 14] = [
     "model",
     "strategy",
     "max_tokens",
@@ -91,6 +103,7 @@ const SETTINGS: [&str; 13] = [
     "repo_context",
     "early_lines",
     "warm",
+    "prompt_latency_ms",
 ];
 
 fn spelled(name: &str, naming: Naming) -> String {
@@ -221,6 +234,15 @@ impl Config {
             ("repo_context", _) => self.repo_context = boolean(value, base.repo_context)?,
             ("early_lines", _) => self.early_lines = boolean(value, base.early_lines)?,
             ("warm", _) => self.warm = boolean(value, base.warm)?,
+            ("prompt_latency_ms", Value::Null) => self.prompt_latency = base.prompt_latency,
+            ("prompt_latency_ms", _) => {
+                let ms = value.as_u64().filter(|&ms| ms <= PROMPT_LATENCY_LIMIT_MS).ok_or_else(|| {
+                    format!(
+                        "expected an integer in 0..={PROMPT_LATENCY_LIMIT_MS} (0: never cut the prompt), got {value}"
+                    )
+                })?;
+                self.prompt_latency = (ms > 0).then(|| Duration::from_millis(ms));
+            }
             _ => unreachable!("`{name}` is not in SETTINGS"),
         }
         Ok(())
@@ -317,12 +339,14 @@ mod tests {
     fn client_settings_use_camel_case() {
         let mut config = Config::default();
         let warnings = config.apply(
-            &json!({"maxTokens": 16, "languages": ["python", "rust"], "fim": false, "repoContext": false, "earlyLines": false, "warm": false}),
+            &json!({"maxTokens": 16, "languages": ["python", "rust"], "fim": false, "repoContext": false, "earlyLines": false, "warm": false, "promptLatencyMs": 800}),
             Naming::CamelCase,
             &Config::default(),
         );
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(config.max_tokens, 16);
+        assert_eq!(config.prompt_latency, Some(Duration::from_millis(800)));
+        assert_eq!(Config::default().prompt_latency, Some(DEFAULT_PROMPT_LATENCY));
         assert!(!config.fim && !config.repo_context && !config.early_lines && !config.warm);
         assert!(Config::default().early_lines && Config::default().warm);
         assert!(config.serves_language("rust"));
@@ -337,11 +361,13 @@ mod tests {
         let mut file = Config::default();
         assert!(file.apply_toml("max_tokens = 9\nstrategy = \"pld\"\nlanguages = [\"rust\"]\n").is_empty());
         let mut config = file.clone();
-        let set = json!({"maxTokens": 30, "strategy": "ar", "temperature": 0.5, "languages": ["python"]});
+        let set = json!({"maxTokens": 30, "strategy": "ar", "temperature": 0.5, "languages": ["python"], "promptLatencyMs": 0});
         assert!(config.apply(&set, Naming::CamelCase, &file).is_empty());
+        assert_eq!(config.prompt_latency, None, "0: never cut");
         assert_eq!((config.max_tokens, config.strategy, config.sampling.temperature), (30, Strategy::Ar, 0.5));
-        let unset = json!({"maxTokens": null, "strategy": null, "temperature": null, "languages": null});
+        let unset = json!({"maxTokens": null, "strategy": null, "temperature": null, "languages": null, "promptLatencyMs": null});
         assert!(config.apply(&unset, Naming::CamelCase, &file).is_empty());
+        assert_eq!(config.prompt_latency, Some(DEFAULT_PROMPT_LATENCY));
         assert_eq!((config.max_tokens, config.strategy, config.sampling.temperature), (9, Strategy::Pld, 0.0));
         assert_eq!(config.languages, ["rust"]);
     }
@@ -351,11 +377,14 @@ mod tests {
         let mut config = Config::default();
         config.apply(&json!({"maxTokens": 16, "strategy": "ar"}), Naming::CamelCase, &Config::default());
         let warnings = config.apply(
-            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7, "fim": "no", "repoContext": 1, "earlyLines": "yes", "warm": 0}),
+            &json!({"maxTokens": -3, "strategy": "warp", "threads": 0, "languages": "python", "model": 7, "fim": "no", "repoContext": 1, "earlyLines": "yes", "warm": 0, "promptLatencyMs": -1}),
             Naming::CamelCase,
             &Config::default(),
         );
-        assert_eq!(warnings.len(), 9, "{warnings:?}");
+        assert_eq!(warnings.len(), 10, "{warnings:?}");
+        assert_eq!(config.prompt_latency, Some(DEFAULT_PROMPT_LATENCY));
+        let too_long = config.apply(&json!({"promptLatencyMs": 60_001}), Naming::CamelCase, &Config::default());
+        assert!(too_long[0].contains("expected an integer in 0..=60000"), "{too_long:?}");
         assert!(config.fim && config.repo_context && config.early_lines && config.warm);
         assert_eq!(config.max_tokens, 16);
         assert_eq!(config.strategy, Strategy::Ar);

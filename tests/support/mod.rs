@@ -129,8 +129,10 @@ fn start_in(home: tempfile::TempDir, config_toml: Option<&str>, roots: &[&Path],
 /// initializationOptions for a given model and token budget.
 /// Settings for the server under test: whole suggestions in every answer (see `earlyLines`), so
 /// that answers can be compared with `copilotd complete`.
+/// Settings of a server on `model` with whole answers, and prompts never cut to be read in time
+/// (the same prompt as `copilotd complete`'s, on any machine).
 pub fn options(model: &Path, max_tokens: usize) -> Value {
-    json!({"model": model, "maxTokens": max_tokens, "earlyLines": false})
+    json!({"model": model, "maxTokens": max_tokens, "earlyLines": false, "promptLatencyMs": 0})
 }
 
 pub fn uri(path: &Path) -> String {

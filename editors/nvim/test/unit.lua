@@ -38,6 +38,17 @@ H.case('config validation', function()
   local resolved = config.resolve({ max_tokens = 12, keymaps = false })
   H.eq('keymaps can be turned off', resolved.keymaps, false)
   H.eq('daemon settings are camelCase', config.daemon_settings(resolved).maxTokens, 12)
+  local function latency(opts)
+    return config.daemon_settings(config.resolve(opts)).promptLatencyMs
+  end
+  H.eq('prompt latency is camelCase', latency({ prompt_latency_ms = 800 }), 800)
+  H.eq('a prompt latency of 0 (never cut) is sent', latency({ prompt_latency_ms = 0 }), 0)
+  H.eq('an unset prompt latency is left to the daemon', latency({}), nil)
+  for _, bad in ipairs({ -1, 1.5, 'fast', math.huge, 0 / 0 }) do
+    local ok, err = pcall(config.resolve, { prompt_latency_ms = bad })
+    H.check(('prompt latency %s is an error'):format(vim.inspect(bad)),
+      not ok and err:find('`prompt_latency_ms` must be an integer >= 0 or nil', 1, true), err)
+  end
   H.check('a string temperature is an error', not pcall(config.resolve, { temperature = 'hot' }))
   local sampling = config.daemon_settings(config.resolve({ temperature = 0.8, top_p = 0.95, seed = 7 }))
   H.eq('sampling settings', { sampling.temperature, sampling.topP, sampling.seed }, { 0.8, 0.95, 7 })

@@ -85,6 +85,8 @@ export interface DaemonSettings {
   model?: string;
   strategy?: string;
   maxTokens?: number;
+  /** Most milliseconds of prefill before the prompt is cut to a shorter window; 0: never cut. */
+  promptLatencyMs?: number;
   threads?: number;
   languages?: string[];
   ignore?: string[];
@@ -134,6 +136,7 @@ export const DAEMON_SETTING_NAMES = [
   'model',
   'strategy',
   'maxTokens',
+  'promptLatencyMs',
   'threads',
   'languages',
   'ignore',

@@ -18,6 +18,9 @@ export interface ExtensionSettings {
 /** Settings whose change needs a new daemon process, not just a configuration notification. */
 export const RESTART_SETTINGS = ['copilotd.path', 'copilotd.threads'];
 
+/** The largest `promptLatencyMs` the daemon takes (its range is 0..=60000 ms). */
+const PROMPT_LATENCY_MS_MAX = 60_000;
+
 export function readSettings(config: vscode.WorkspaceConfiguration): ExtensionSettings {
   const languages = stringList(config.get<unknown>('languages'));
   return {
@@ -31,7 +34,8 @@ export function readSettings(config: vscode.WorkspaceConfiguration): ExtensionSe
 
 /**
  * The daemon's settings (its names in camelCase). Empty strings, zero numbers and empty lists mean
- * "use the daemon's default" and are left out, so a daemon-side config.toml still applies.
+ * "use the daemon's default" and are left out, so a daemon-side config.toml still applies; so are
+ * unset (null) settings where 0 means something, such as `promptLatencyMs` (0: never cut the prompt).
  */
 export function daemonSettings(config: vscode.WorkspaceConfiguration): DaemonSettings {
   const settings: DaemonSettings = {};
@@ -46,6 +50,16 @@ export function daemonSettings(config: vscode.WorkspaceConfiguration): DaemonSet
   const maxTokens = config.get<number>('maxTokens', 0);
   if (Number.isInteger(maxTokens) && maxTokens > 0) {
     settings.maxTokens = maxTokens;
+  }
+  // 0 is a value of its own here (never cut the prompt), so only unset (null) is left to the daemon.
+  const promptLatencyMs = config.get<unknown>('promptLatencyMs');
+  if (
+    typeof promptLatencyMs === 'number' &&
+    Number.isInteger(promptLatencyMs) &&
+    promptLatencyMs >= 0 &&
+    promptLatencyMs <= PROMPT_LATENCY_MS_MAX
+  ) {
+    settings.promptLatencyMs = promptLatencyMs;
   }
   const threads = config.get<number>('threads', 0);
   if (Number.isInteger(threads) && threads > 0) {

@@ -203,7 +203,16 @@ test('settings changes reach the daemon; disable and enable stop and start it', 
     const m = await received(controller, 'workspace/didChangeConfiguration');
     return m.length ? m : undefined;
   });
-  const unset = { model: null, threads: null, languages: null, ignore: null, temperature: null, topP: null, seed: null };
+  const unset = {
+    model: null,
+    promptLatencyMs: null,
+    threads: null,
+    languages: null,
+    ignore: null,
+    temperature: null,
+    topP: null,
+    seed: null,
+  };
   const switches = { fim: null, repoContext: null, earlyLines: null, warm: null };
   assert.deepEqual(changes[0].params, {
     settings: { copilotd: { strategy: 'rest', maxTokens: 16, ...unset, ...switches } },

@@ -4,7 +4,7 @@ import * as assert from 'node:assert/strict';
 import type * as vscodeTypes from 'vscode';
 import * as vscode from './support/vscode-stub';
 import { ACCEPTED_COMMAND, toInlineCompletionItems, toInlineCompletionParams, toWireTriggerKind } from '../src/mapping';
-import { daemonSettings, readSettings } from '../src/settings';
+import { RESTART_SETTINGS, daemonSettings, readSettings } from '../src/settings';
 import { describe as describeState, shortModelName } from '../src/status';
 import { spawnAdvice } from '../src/daemon';
 import { isCancellation } from '../src/provider';
@@ -84,7 +84,8 @@ test('a settings change names every daemon setting, null where unset', () => {
   assert.equal(change.fim, false);
   assert.equal(change.model, null);
   assert.equal(change.warm, null);
-  assert.equal(Object.keys(change).length, 13);
+  assert.equal(change.promptLatencyMs, null);
+  assert.equal(Object.keys(change).length, 14);
 });
 
 test("daemon messages are shown under copilotd's name once", () => {
@@ -104,6 +105,22 @@ test('daemon settings use the daemon names in camelCase and leave defaults to th
   const settings = readSettings(config({ path: '  ' }));
   assert.equal(settings.path, 'copilotd');
   assert.equal(settings.enable, true);
+});
+
+test('the prompt latency goes to the daemon when set, 0 (never cut) included', () => {
+  assert.deepEqual(daemonSettings(config({ promptLatencyMs: 800 })), { promptLatencyMs: 800 });
+  assert.deepEqual(daemonSettings(config({ promptLatencyMs: 60000 })), { promptLatencyMs: 60000 });
+  // 0 is not "the daemon's default" here: it means never cut the prompt.
+  assert.deepEqual(daemonSettings(config({ promptLatencyMs: 0 })), { promptLatencyMs: 0 });
+  // Unset leaves the daemon's own value (config.toml, else 2000 ms).
+  assert.deepEqual(daemonSettings(config({})), {});
+  assert.deepEqual(daemonSettings(config({ promptLatencyMs: null })), {});
+  // Out of range or not a whole number of milliseconds: left out too.
+  for (const promptLatencyMs of [-1, 60001, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '800']) {
+    assert.deepEqual(daemonSettings(config({ promptLatencyMs })), {}, String(promptLatencyMs));
+  }
+  // A change is sent with workspace/didChangeConfiguration: the daemon applies it at once.
+  assert.ok(!RESTART_SETTINGS.includes('copilotd.promptLatencyMs'));
 });
 
 test('sampling settings go to the daemon as set, so that the daemon checks them', () => {

@@ -61,6 +61,10 @@ pub struct LspArgs {
     /// fresh server's first completion after a pause.
     #[arg(long, default_value_t = 5.0)]
     pause: f64,
+    /// The servers' `promptLatencyMs`, 0 to 60000 (0: prompts are never cut to be read in time;
+    /// default: the server's default).
+    #[arg(long, value_parser = RangedU64ValueParser::<u64>::new().range(0..=60_000))]
+    prompt_latency_ms: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -550,6 +554,7 @@ fn lsp(args: LspArgs) -> Result<()> {
         samples: args.samples,
         max_tokens: args.max_tokens,
         pause: std::time::Duration::try_from_secs_f64(args.pause).context("--pause must be a number of seconds")?,
+        prompt_latency_ms: args.prompt_latency_ms,
     };
     let report = crate::lsp::latency::bench_lsp(&options)?;
     println!("{}", serde_json::to_string_pretty(&report)?);

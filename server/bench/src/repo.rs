@@ -199,6 +199,7 @@ fn run_one(
         strategy,
         sampling: bench.sampling,
         trigger: Trigger::Invoked,
+        prompt_latency: None,
     };
     let result = completer.complete_with(sources, &request, &CancelToken::new());
     result.with_context(|| format!("{} failed on {}::{}", strategy, task.file, task.function))

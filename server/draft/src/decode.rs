@@ -330,6 +330,12 @@ impl<M: TreeModel> Session<M> {
         Ok(warmed)
     }
 
+    /// Tokens at the start of `prompt` whose KV entries a prefill of it would find cached, in
+    /// the live cache or one set aside (as [`Self::choose_cache`] chooses), the rest to be read.
+    pub fn reusable(&self, prompt: &[u32]) -> usize {
+        self.common_prefix(prompt).max(self.parked.longest_shared(prompt))
+    }
+
     /// Tokens at the start of `prompt` whose KV entries the cache holds.
     fn common_prefix(&self, prompt: &[u32]) -> usize {
         shared_prefix(&self.cached, prompt).min(self.model.cache_len())

@@ -40,15 +40,25 @@ impl<C> ParkedCaches<C> {
     /// keep at least half of (the others stay aside whole), if that prefix is longer than
     /// `more_than` tokens.
     pub fn take_longest(&mut self, prompt: &[u32], more_than: usize) -> Option<Parked<C>> {
-        let (index, shared) = self
-            .caches
+        let (index, shared) = self.longest(prompt)?;
+        (shared > more_than).then(|| self.caches.remove(index))
+    }
+
+    /// The tokens [`Self::take_longest`] would find cached for `prompt`, taking nothing out.
+    pub fn longest_shared(&self, prompt: &[u32]) -> usize {
+        self.longest(prompt).map_or(0, |(_, shared)| shared)
+    }
+
+    /// The cache sharing the longest prefix with `prompt` among those `prompt` keeps at least
+    /// half of (the most recently used of equals), and that prefix's length.
+    fn longest(&self, prompt: &[u32]) -> Option<(usize, usize)> {
+        self.caches
             .iter()
             .enumerate()
             .map(|(index, parked)| (index, shared_prefix(&parked.tokens, prompt), parked.tokens.len()))
             .filter(|&(_, shared, len)| keeps_most(shared, len))
             .map(|(index, shared, _)| (index, shared))
-            .max_by_key(|&(index, shared)| (shared, index))?;
-        (shared > more_than).then(|| self.caches.remove(index))
+            .max_by_key(|&(index, shared)| (shared, index))
     }
 
     #[cfg(test)]
@@ -81,6 +91,7 @@ mod tests {
         parked.park(vec![1, 2, 3, 4], "a", 10);
         parked.park(vec![1, 2, 9], "b", 10);
         parked.park(vec![7, 8], "c", 10);
+        assert_eq!(parked.longest_shared(&[1, 2, 3, 5]), 3);
         assert!(parked.take_longest(&[1, 2, 3, 5], 3).is_none());
         let taken = parked.take_longest(&[1, 2, 3, 5], 2).unwrap();
         assert_eq!((taken.cache, taken.tokens), ("a", vec![1, 2, 3, 4]));
@@ -88,6 +99,7 @@ mod tests {
         assert!(parked.take_longest(&[5], 0).is_none());
         // A prompt that would keep less than half of a cache leaves it aside.
         parked.park(vec![4, 5, 6, 7, 8], "d", 10);
+        assert_eq!(parked.longest_shared(&[4, 5, 0]), 0);
         assert!(parked.take_longest(&[4, 5, 0], 0).is_none());
         assert_eq!(parked.take_longest(&[4, 5, 6, 0], 0).unwrap().cache, "d");
     }

@@ -103,6 +103,8 @@ fn going_back_to_an_earlier_prompt_reuses_its_cache_set_aside() {
     let mut session = Session::new(ToyModel::default());
     let steps = [(&a, 0), (&b, 0), (&c, 30), (&b, b.len() - 1), (&d, 10), (&b, b.len() - 1), (&c, c.len() - 1)];
     for (prompt, reused) in steps {
+        // What the session says it would reuse, before it does (the last token is always run).
+        assert_eq!(session.reusable(prompt).min(prompt.len() - 1), reused, "prompt {prompt:?}");
         let generation = generate_plain(&mut session, prompt);
         assert_eq!(generation.stats.reused_tokens, reused, "prompt {prompt:?}");
         let (fresh, _) = run(&mut Session::new(ToyModel::default()), prompt, &options(10), None);

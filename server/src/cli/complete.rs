@@ -117,6 +117,7 @@ pub fn run(args: &CompleteArgs) -> Result<()> {
         strategy,
         sampling,
         trigger: Trigger::Invoked,
+        prompt_latency: None,
     };
     let completion = completer.complete(&request, &CancelToken::new()).context("completion failed")?;
     // The acceptance counts, for the next process (a `complete` has no preference cache).

@@ -12,6 +12,7 @@ pub mod line_start;
 pub mod model_adapter;
 pub mod preferences;
 pub mod prompt;
+pub mod prompt_latency;
 pub mod repo_context;
 pub mod sampling;
 mod save_failures;
@@ -41,17 +42,21 @@ use copilotd_model::{FimTokens, Kernel, LoadOptions, Model, ModelInfo, Tokenizer
 use drafting::{BudgetSettings, DraftSources};
 use model_adapter::LoadedModel;
 use preferences::PreferenceFile;
+use prompt_latency::{PrefillCost, TimelyPrompt};
 use repo_context::RepoContext;
 use save_failures::SaveFailures;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use stop::{BlockSyntax, StopRules};
 
 /// Prompt tokens [`Completer::warm`] prefills between its checks for a request: a request
 /// waits at most this long a prefill for the model.
 const WARM_PIECE: usize = 128;
+/// Tokens of [`Completer::time_prefill`]'s prefill.
+const PREFILL_PROBE_TOKENS: usize = 64;
 
 /// How the engine is set up: which model, how it decodes.
 #[derive(Clone, Debug)]
@@ -109,6 +114,10 @@ pub struct CompletionRequest<'a> {
     pub sampling: Sampling,
     /// Who asked: where code follows the cursor, an editor asking on its own gets nothing.
     pub trigger: Trigger,
+    /// Most time the prefill of the prompt's uncached part may take: a prompt that would take
+    /// longer is cut to a shorter window before the cursor ([`prompt_latency`]). `None`: the
+    /// whole window, however long it takes (the same prompt for the same text every time).
+    pub prompt_latency: Option<Duration>,
 }
 
 /// Statistics of one completion, as printed by `complete --json`.
@@ -129,6 +138,9 @@ pub struct CompletionStats {
     /// drafting time and no timing noise (`None` before calibration).
     pub curve_ms: Option<f64>,
     pub stop: &'static str,
+    /// Whether the prompt was cut to a shorter window to be read within the request's
+    /// [`CompletionRequest::prompt_latency`].
+    pub window_shortened: bool,
 }
 
 impl CompletionStats {
@@ -162,6 +174,7 @@ impl CompletionStats {
                 StopReason::Indentation => "indentation",
                 StopReason::ContextFull => "context_full",
             },
+            window_shortened: false,
         }
     }
 }
@@ -222,6 +235,10 @@ pub struct Completer {
     /// Each token id's text, for token healing.
     token_texts: Option<std::sync::Arc<[String]>>,
     recent: VecDeque<CompletionStats>,
+    /// What reading prompts costs, for keeping requests' prefills within their bound.
+    prefill_cost: PrefillCost,
+    /// The window the last prompt was cut to, if it was.
+    last_window: Option<usize>,
 }
 
 /// Loads the model that `settings` name (fetching the default one if needed), as
@@ -263,6 +280,8 @@ impl Completer {
             cost_model: None,
             token_texts: None,
             recent: VecDeque::new(),
+            prefill_cost: PrefillCost::default(),
+            last_window: None,
         }
     }
 
@@ -423,7 +442,7 @@ impl Completer {
         if let Some(nothing) = unwanted_before(request, unseen_rest) {
             return Ok(nothing);
         }
-        let prompt = self.prompt(request)?;
+        let TimelyPrompt { prompt, whole, .. } = self.timely_prompt(request)?;
         if prompt.tokens.is_empty() {
             return Ok(Completion::empty(CompletionStats::empty(request.strategy)));
         }
@@ -483,10 +502,15 @@ impl Completer {
         let generation = copilotd_model::run_on_model_threads(|| {
             session.generate(&prompt.tokens, &options, drafter, budget, hooks)
         })?;
+        let (read, cached) =
+            (generation.stats.prompt_tokens - generation.stats.reused_tokens, generation.stats.reused_tokens);
+        self.prefill_cost.observe(read, cached, Duration::from_secs_f64(generation.stats.prefill_ms / 1000.0));
         let decoded = decode_whole_characters(&self.tokenizer, &generation.tokens)?;
         let text = final_text(&rules, after_cursor(&decoded, &healed), generation.stop).to_string();
-        let stats =
-            CompletionStats::new(request.strategy, &generation.stats, generation.stop, self.cost_model.as_ref());
+        let stats = CompletionStats {
+            window_shortened: whole.is_some(),
+            ..CompletionStats::new(request.strategy, &generation.stats, generation.stop, self.cost_model.as_ref())
+        };
         self.recent.push_back(stats.clone());
         if self.recent.len() > RECENT_WINDOW {
             self.recent.pop_front();
@@ -496,19 +520,55 @@ impl Completer {
 
     /// Prefills the prompt of `request` before it is asked for, so that the request (or one
     /// whose prompt begins the same) reuses the work; [`WARM_PIECE`] tokens at a time, until
-    /// `stop` says to give the model back. Returns the tokens prefilled.
+    /// `stop` says to give the model back. A prompt cut to be read within the request's bound is
+    /// read first, then the whole window's. Returns the tokens prefilled.
     pub fn warm(&mut self, request: &CompletionRequest, stop: &dyn Fn() -> bool) -> Result<usize, CompletionError> {
-        let prompt = self.checked_prompt(request)?;
-        if prompt.tokens.is_empty() {
-            return Ok(0);
+        check_cursor(request)?;
+        let TimelyPrompt { prompt, whole, .. } = self.timely_prompt(request)?;
+        let mut warmed = 0;
+        for prompt in std::iter::once(prompt).chain(whole) {
+            if prompt.tokens.is_empty() || stop() {
+                break;
+            }
+            let (cached, started) = (self.session.reusable(&prompt.tokens), Instant::now());
+            let read = self.session.warm(&prompt.tokens, WARM_PIECE, stop)?;
+            self.prefill_cost.observe(read, cached, started.elapsed());
+            warmed += read;
         }
-        Ok(self.session.warm(&prompt.tokens, WARM_PIECE, stop)?)
+        Ok(warmed)
     }
 
-    /// [`Self::prompt`], once the request's cursor is checked to be a character boundary in its text.
-    fn checked_prompt(&self, request: &CompletionRequest) -> Result<prompt::Prompt, CompletionError> {
-        check_cursor(request)?;
-        Ok(self.prompt(request)?)
+    /// Times a short prefill, on top of the cached prompt, so that requests are kept within their
+    /// [`CompletionRequest::prompt_latency`] from the first one on (the language server does,
+    /// as it loads the model: 0.26–0.29 s on two AVX2 cores of the Zen 1 class).
+    pub fn time_prefill(&mut self) -> Result<(), CompletionError> {
+        let cost = &mut self.prefill_cost;
+        self.session.on_top_of_cache(|model| {
+            let tokens = calibrate::sample_tokens(&model.0, PREFILL_PROBE_TOKENS)?;
+            let (cached, started) = (model.0.cache_len(), Instant::now());
+            model.0.prefill(&tokens)?;
+            let took = started.elapsed();
+            tracing::debug!("a prefill of {} tokens took {took:.0?}", tokens.len());
+            cost.observe(tokens.len(), cached, took);
+            anyhow::Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// The prompt to answer `request` with ([`prompt_latency::timely_prompt`]), trying the
+    /// window of the prompt before first.
+    fn timely_prompt(&mut self, request: &CompletionRequest) -> Result<TimelyPrompt> {
+        let whole = self.prompt(request)?;
+        let cached = |tokens: &[u32]| self.session.reusable(tokens);
+        let in_window = |window| self.prompt_in_window(request, window);
+        let (latency, cost) = (request.prompt_latency, &self.prefill_cost);
+        let timely = prompt_latency::timely_prompt(whole, latency, cost, cached, in_window, self.last_window)?;
+        self.last_window = timely.window;
+        if let Some(whole) = &timely.whole {
+            let (whole, cut) = (whole.tokens.len(), timely.prompt.tokens.len());
+            tracing::debug!("prompt of {whole} tokens cut to {cut} to be read within {:?}", request.prompt_latency);
+        }
+        Ok(timely)
     }
 
     /// The prompt of a request (its cursor checked by the caller), within the model's context
@@ -516,6 +576,11 @@ impl Completer {
     /// tokens and FIM is on, after files of the repository when the model has repository-level
     /// tokens, repository context is on and the buffer has a path.
     pub fn prompt(&self, request: &CompletionRequest) -> Result<prompt::Prompt> {
+        self.prompt_in_window(request, usize::MAX)
+    }
+
+    /// [`Self::prompt`] with at most `window` tokens.
+    fn prompt_in_window(&self, request: &CompletionRequest, window: usize) -> Result<prompt::Prompt> {
         let fim = self.fim();
         let repo = match (fim.and_then(|fim| fim.repo), request.path) {
             (Some(tokens), Some(path)) if self.settings.repo_context => {
@@ -525,6 +590,7 @@ impl Completer {
         };
         let generation = request.max_tokens + self.settings.budget.max_depth + 1;
         let budget = self.settings.prompt.within_context(self.info.context_length, generation);
+        let budget = prompt::PromptBudget { max_tokens: budget.max_tokens.min(window), ..budget };
         prompt::build(&self.tokenizer, request.text, request.cursor, &budget, fim, repo.as_ref())
     }
 
@@ -680,6 +746,7 @@ mod tests {
                 strategy,
                 sampling: Sampling::GREEDY,
                 trigger: Trigger::Invoked,
+                prompt_latency: None,
             };
             let stats = completer.complete(&request, &CancelToken::new()).unwrap().stats;
             let generation = (max_tokens + BudgetSettings::default().max_depth + 1).min(context / 2);

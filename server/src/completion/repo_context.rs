@@ -158,6 +158,7 @@ mod tests {
             strategy: Strategy::Ar,
             sampling: Sampling::GREEDY,
             trigger: Trigger::Invoked,
+            prompt_latency: None,
         }
     }
 

@@ -16,6 +16,7 @@ pub use model_engine::ModelEngine;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use copilotd_draft::cancel::{CancelToken, Cancelled};
 use copilotd_model::Tokenizer;
@@ -43,6 +44,8 @@ pub struct Job {
     pub early_lines: bool,
     /// Who asked ([`CompletionRequest::trigger`]).
     pub trigger: Trigger,
+    /// [`CompletionRequest::prompt_latency`].
+    pub prompt_latency: Option<Duration>,
 }
 
 impl Job {
@@ -57,6 +60,7 @@ impl Job {
             strategy: self.strategy,
             sampling: self.sampling,
             trigger: self.trigger,
+            prompt_latency: self.prompt_latency,
         }
     }
 
@@ -179,6 +183,7 @@ fn test_job(text: &str, cursor: usize) -> Job {
         sampling: Sampling::default(),
         early_lines: true,
         trigger: Trigger::Automatic,
+        prompt_latency: None,
     }
 }
 

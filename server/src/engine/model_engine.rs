@@ -246,6 +246,10 @@ impl ModelEngine {
             if let Some(dir) = &preferences {
                 completer.restore_preferences(dir);
             }
+            // Requests keep their prefills within their bound from the first one on.
+            if let Err(error) = completer.time_prefill() {
+                tracing::warn!("cannot time a prefill, so the first prompt is not cut to be read in time: {error}");
+            }
             let calibration = match (completer.needs_calibration(), completer.use_cached_calibration()) {
                 (false, _) => CalibrationState::Off,
                 (true, Some(cached)) if cached.confirmed() => CalibrationState::Done,

@@ -13,6 +13,8 @@ local M = {}
 --- @field filetypes string[]       Filetypes the client attaches to.
 --- @field root_markers string[]    Files or directories that mark a workspace root.
 --- @field max_tokens integer?      Daemon `maxTokens` (nil: the daemon's default).
+--- @field prompt_latency_ms integer? Daemon `promptLatencyMs`: most milliseconds of prefill before the prompt is cut to a
+---                                 shorter window (0: never cut; nil: the daemon's default, 2000).
 --- @field strategy string?         Daemon `strategy` (nil: the daemon's default).
 --- @field model string?            Daemon `model` (nil: the daemon's default).
 --- @field threads integer?         Daemon `threads` (nil: the daemon's default).
@@ -78,6 +80,10 @@ function M.resolve(opts)
   check('filetypes', is('filetypes', 'table'), 'a list')
   check('root_markers', is('root_markers', 'table'), 'a list')
   check('max_tokens', is('max_tokens', 'number', true), 'a number or nil')
+  -- 0 is a value of its own (never cut the prompt); only nil leaves it to the daemon. `% 1` also rules out inf and nan.
+  check('prompt_latency_ms', config.prompt_latency_ms == nil
+    or (is('prompt_latency_ms', 'number') and config.prompt_latency_ms >= 0 and config.prompt_latency_ms % 1 == 0),
+    'an integer >= 0 or nil')
   check('strategy', is('strategy', 'string', true), 'a string or nil')
   check('model', is('model', 'string', true), 'a string or nil')
   check('threads', is('threads', 'number', true), 'a number or nil')
@@ -110,6 +116,7 @@ M.daemon_options = {
   model = 'model',
   strategy = 'strategy',
   max_tokens = 'maxTokens',
+  prompt_latency_ms = 'promptLatencyMs',
   threads = 'threads',
   filetypes = 'languages',
   ignore = 'ignore',

@@ -53,6 +53,7 @@ pub fn settings_json(config: &Config) -> Value {
         "top_p": printed_f64(config.sampling.top_p), "seed": config.sampling.seed, "fim": config.fim,
         "repo_context": config.repo_context, "early_lines": config.early_lines, "warm": config.warm,
         "languages": config.languages,
+        "prompt_latency_ms": config.prompt_latency.map_or(0, |latency| latency.as_millis()),
     })
 }
 
@@ -95,6 +96,9 @@ mod tests {
         assert_eq!((recorded["max_tokens"].as_u64(), recorded["strategy"].as_str()), (Some(16), Some("ar")));
         assert_eq!((recorded["temperature"].as_f64(), recorded["top_p"].as_f64()), (Some(0.0), Some(1.0)));
         assert_eq!((&recorded["model"], &recorded["seed"]), (&Value::Null, &Value::Null));
+        assert_eq!(recorded["prompt_latency_ms"].as_u64(), Some(2000), "the daemon's default");
+        let uncut = settings_json(&settings_in_effect(&json!({"promptLatencyMs": 0})).unwrap());
+        assert_eq!(uncut["prompt_latency_ms"].as_u64(), Some(0));
         let error = settings_in_effect(&json!({"maxTokens": 0})).unwrap_err().to_string();
         assert!(error.contains("setting `maxTokens`: expected an integer in 1..=4096"), "{error}");
     }

@@ -42,6 +42,8 @@ pub struct LspBenchOptions {
     /// Time between opening a document and asking for the first completion in it, on a server
     /// of its own (the prompt is prefilled meanwhile).
     pub pause: Duration,
+    /// The servers' `promptLatencyMs` (`None`: their default).
+    pub prompt_latency_ms: Option<u64>,
 }
 
 /// Latency figures of one kind of request, in milliseconds.
@@ -65,6 +67,11 @@ pub struct RequestFigures {
     pub mean_new_tokens: Option<f64>,
     /// Their mean share of the prompt's tokens whose KV entries were reused.
     pub mean_reused_share: Option<f64>,
+    /// Their mean prompt tokens.
+    pub mean_prompt_tokens: Option<f64>,
+    /// How many of them had their prompt cut to a shorter window, to be read within the
+    /// server's `promptLatencyMs`.
+    pub shortened_windows: usize,
     /// Answers given from the previous suggestion, without the model (no prefill, no tokens).
     pub typed_through: usize,
     /// Their latency (`None` without any).
@@ -99,6 +106,9 @@ pub struct AfterPause {
     pub latency_ms: f64,
     /// Share of the prompt's tokens prefilled before the request.
     pub reused_share: f64,
+    pub prompt_tokens: f64,
+    /// Whether its prompt was cut to a shorter window.
+    pub window_shortened: bool,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -131,6 +141,8 @@ struct Answer {
     new_tokens: f64,
     /// Share of the prompt's tokens whose KV entries were reused.
     reused_share: f64,
+    prompt_tokens: f64,
+    window_shortened: bool,
     typed_through: bool,
 }
 
@@ -144,6 +156,8 @@ impl Answer {
             ms,
             new_tokens: figure("new_tokens"),
             reused_share: if prompt > 0.0 { figure("reused_prompt_tokens") / prompt } else { 0.0 },
+            prompt_tokens: prompt,
+            window_shortened: last["window_shortened"] == true,
             typed_through: last["stop"] == "typed_through",
         }
     }
@@ -160,6 +174,8 @@ fn figures(answers: &[Answer]) -> RequestFigures {
         latency: summarize(model.iter().map(|a| a.ms).collect()),
         mean_new_tokens: mean(|a| a.new_tokens),
         mean_reused_share: mean(|a| a.reused_share),
+        mean_prompt_tokens: mean(|a| a.prompt_tokens),
+        shortened_windows: model.iter().filter(|a| a.window_shortened).count(),
         typed_through: through.len(),
         typed_through_latency: summarize(through.iter().map(|a| a.ms).collect()),
     }
@@ -306,6 +322,9 @@ fn daemon_settings(options: &LspBenchOptions) -> Value {
     if let Some(model) = &options.model {
         settings["model"] = json!(model);
     }
+    if let Some(ms) = options.prompt_latency_ms {
+        settings["promptLatencyMs"] = json!(ms);
+    }
     settings
 }
 
@@ -342,9 +361,11 @@ fn first_after_pause(daemon: &Daemon, options: &LspBenchOptions, sample: &(&Path
     let position = json!({"line": sample.2.line, "character": sample.2.column});
     client.notify(WARM_METHOD, json!({"textDocument": {"uri": uri}, "position": position}))?;
     std::thread::sleep(options.pause);
-    let Answer { ms: latency_ms, reused_share, .. } = answer(&mut client, &uri, sample.2.line, sample.2.column)?;
+    let Answer { ms: latency_ms, reused_share, prompt_tokens, window_shortened, .. } =
+        answer(&mut client, &uri, sample.2.line, sample.2.column)?;
     let _ = client.shutdown(TIMEOUT);
-    Ok(AfterPause { pause_ms: options.pause.as_secs_f64() * 1000.0, latency_ms, reused_share })
+    let pause_ms = options.pause.as_secs_f64() * 1000.0;
+    Ok(AfterPause { pause_ms, latency_ms, reused_share, prompt_tokens, window_shortened })
 }
 
 #[cfg(test)]
@@ -362,7 +383,7 @@ mod tests {
 
     #[test]
     fn typed_through_answers_are_counted_apart() {
-        let by_model = json!({"prompt_tokens": 100, "reused_prompt_tokens": 99, "new_tokens": 4, "stop": "max_tokens"});
+        let by_model = json!({"prompt_tokens": 100, "reused_prompt_tokens": 99, "new_tokens": 4, "stop": "max_tokens", "window_shortened": true});
         let through = json!({"prompt_tokens": 0, "reused_prompt_tokens": 0, "new_tokens": 0, "stop": "typed_through"});
         let answers = [
             Answer::from_status(120.0, &by_model),
@@ -374,6 +395,7 @@ mod tests {
         assert_eq!((warm.model_answers, warm.typed_through), (2, 1));
         assert_eq!(warm.latency.unwrap().p50_ms, 80.0);
         assert_eq!((warm.mean_new_tokens, warm.mean_reused_share), (Some(4.0), Some(0.99)));
+        assert_eq!((warm.mean_prompt_tokens, warm.shortened_windows), (Some(100.0), 2));
         assert_eq!(warm.typed_through_latency.unwrap().max_ms, 0.3);
         let none = figures(&answers[1..2]);
         assert_eq!((none.latency.is_none(), none.mean_new_tokens, none.mean_reused_share), (true, None, None));
@@ -388,6 +410,7 @@ mod tests {
             samples: 2,
             max_tokens: 16,
             pause: Duration::ZERO,
+            prompt_latency_ms: None,
         };
         let error = format!("{:#}", bench_lsp(&options).unwrap_err());
         assert!(error.starts_with("cannot read /nonexistent/missing.py: "), "{error}");

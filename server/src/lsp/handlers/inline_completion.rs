@@ -24,6 +24,7 @@ pub fn job(backend: &Backend, config: &Config, snapshot: Snapshot, cursor: usize
         sampling: config.sampling,
         early_lines: config.early_lines,
         trigger,
+        prompt_latency: config.prompt_latency,
     }
 }
 
