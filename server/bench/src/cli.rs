@@ -61,6 +61,13 @@ pub struct LspArgs {
     /// fresh server's first completion after a pause.
     #[arg(long, default_value_t = 5.0)]
     pause: f64,
+    #[command(flatten)]
+    prompt_latency: PromptLatencyArg,
+}
+
+/// The servers' bound on reading prompts, for the benchmarks that start servers.
+#[derive(Args, Debug)]
+pub struct PromptLatencyArg {
     /// The servers' `promptLatencyMs`, 0 to 60000 (0: prompts are never cut to be read in time;
     /// default: the server's default).
     #[arg(long, value_parser = RangedU64ValueParser::<u64>::new().range(0..=60_000))]
@@ -101,6 +108,8 @@ pub struct TypingArgs {
     /// Where results.json and results.md go.
     #[arg(long, default_value = "target/bench/typing")]
     out: PathBuf,
+    #[command(flatten)]
+    prompt_latency: PromptLatencyArg,
 }
 
 #[derive(Args, Debug)]
@@ -554,7 +563,7 @@ fn lsp(args: LspArgs) -> Result<()> {
         samples: args.samples,
         max_tokens: args.max_tokens,
         pause: std::time::Duration::try_from_secs_f64(args.pause).context("--pause must be a number of seconds")?,
-        prompt_latency_ms: args.prompt_latency_ms,
+        prompt_latency_ms: args.prompt_latency.prompt_latency_ms,
     };
     let report = crate::lsp::latency::bench_lsp(&options)?;
     println!("{}", serde_json::to_string_pretty(&report)?);
@@ -580,6 +589,7 @@ fn typing(args: &TypingArgs) -> Result<()> {
         max_tokens: args.max_tokens,
         seed: args.seed,
         feedback: args.feedback.clone(),
+        prompt_latency_ms: args.prompt_latency.prompt_latency_ms,
     };
     let settings = options.strategies.iter().map(|s| typing::settings(&options, s)).collect::<Result<Vec<_>>>()?;
     let replays = typing::run(&options, &mut |r| {
@@ -671,6 +681,12 @@ mod tests {
             assert_eq!(parse_as::<RepoArgs>(&line).map_err(kind).err(), Some(ValueValidation));
         }
         assert_eq!(parse_as::<LspArgs>(&["--max-tokens", "4096"]).unwrap().max_tokens, 4096);
+        let latency = ["--prompt-latency-ms", "60001"];
+        assert_eq!(parse_as::<LspArgs>(&latency).map_err(kind).err(), Some(ValueValidation));
+        assert_eq!(parse_as::<TypingArgs>(&latency).map_err(kind).err(), Some(ValueValidation));
+        let uncut = parse_as::<TypingArgs>(&["--prompt-latency-ms", "0"]).unwrap();
+        assert_eq!(uncut.prompt_latency.prompt_latency_ms, Some(0));
+        assert_eq!(parse_as::<LspArgs>(&[]).unwrap().prompt_latency.prompt_latency_ms, None);
         assert_eq!(parse_as::<LspArgs>(&["--samples", "1"]).map_err(kind).err(), Some(ValueValidation));
         assert_eq!(parse_as::<RepoArgs>(&["--tasks", "0"]).map_err(kind).err(), Some(ValueValidation));
         let cost_curve = |line: &[&str]| parse_as::<CostCurveArgs>(line).map_err(kind).err();

@@ -44,6 +44,13 @@ pub fn settings_in_effect(sent: &Value) -> Result<Config> {
     Ok(config)
 }
 
+/// Sets the servers' `promptLatencyMs` in `settings`, when the benchmark sets it (`ms`).
+pub fn set_prompt_latency(settings: &mut Value, ms: Option<u64>) {
+    if let Some(ms) = ms {
+        settings["promptLatencyMs"] = json!(ms);
+    }
+}
+
 /// `config` as the reports record it, by config.toml's names (`model` and `threads` `null`:
 /// the daemon's default).
 pub fn settings_json(config: &Config) -> Value {

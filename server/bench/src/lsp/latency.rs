@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::client::StdioClient;
-use super::daemon::{settings_in_effect, settings_json, Daemon};
+use super::daemon::{set_prompt_latency, settings_in_effect, settings_json, Daemon};
 use copilotd_server::lsp::WARM_METHOD;
 
 /// What to measure.
@@ -322,9 +322,7 @@ fn daemon_settings(options: &LspBenchOptions) -> Value {
     if let Some(model) = &options.model {
         settings["model"] = json!(model);
     }
-    if let Some(ms) = options.prompt_latency_ms {
-        settings["promptLatencyMs"] = json!(ms);
-    }
+    set_prompt_latency(&mut settings, options.prompt_latency_ms);
     settings
 }
 

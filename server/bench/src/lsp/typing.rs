@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::client::{file_uri, StdioClient};
-use super::daemon::{settings_in_effect, settings_json, Daemon};
+use super::daemon::{set_prompt_latency, settings_in_effect, settings_json, Daemon};
 use super::latency::{percentile, wait_for_model};
 use super::typist::{accepted_len, is_useful, Pace};
 use crate::report::or_na;
@@ -86,6 +86,8 @@ pub struct TypingOptions {
     pub seed: u64,
     /// Replays without feedback (`false`) and with it (`true`), each on its own daemons.
     pub feedback: Vec<bool>,
+    /// The servers' `promptLatencyMs` (`None`: their default).
+    pub prompt_latency_ms: Option<u64>,
 }
 
 /// One task typed once.
@@ -171,6 +173,7 @@ fn daemon_settings(options: &TypingOptions, strategy: &str) -> Value {
     if let Some(model) = &options.model {
         settings["model"] = json!(model);
     }
+    set_prompt_latency(&mut settings, options.prompt_latency_ms);
     settings
 }
 
