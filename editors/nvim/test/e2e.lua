@@ -95,6 +95,8 @@ H.lua(
       cmd = { bin, '--stdio' },
       model = model ~= '' and model or nil,
       max_tokens = max_tokens,
+      -- The whole prompt, as `copilotd complete` reads it (a slow machine would cut it).
+      prompt_latency_ms = 0,
       debounce_ms = 50,
     })
     vim.cmd.edit(file)

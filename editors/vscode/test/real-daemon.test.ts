@@ -53,7 +53,8 @@ test('the extension against the real daemon', { skip, timeout: 4 * SLOW_MS }, as
   assert.notEqual(expected, '', 'the daemon should complete the body');
 
   const controller = await activateWith(
-    { path: bin, model: model ?? '', maxTokens: MAX_TOKENS, statusInterval: 0, languages: ['python'] },
+    // promptLatencyMs 0: the whole prompt, as `copilotd complete` reads it (a slow machine would cut it).
+    { path: bin, model: model ?? '', maxTokens: MAX_TOKENS, promptLatencyMs: 0, statusInterval: 0, languages: ['python'] },
     [ws.dir],
   );
   t.after(shutdown);
