@@ -17,9 +17,9 @@ use crate::paths;
 pub const DEFAULT_MAX_TOKENS: usize = 128;
 /// Upper bound accepted for `max_tokens`.
 pub const MAX_TOKENS_LIMIT: usize = 4096;
-/// Default of `prompt_latency_ms`: a first suggestion in 2–3 s on two AVX2 cores of the Zen 1
-/// class, from a cold prompt of about 350 tokens (a prompt of 2,000 tokens would take 12 s), and
-/// from about 1,000 tokens on two AVX-512 cores.
+/// Default of `prompt_latency_ms`: a first suggestion in 1.4–2.0 s on two AVX2 cores of the Zen 1
+/// class, from a cold prompt of 280–390 tokens (one of 1,900 tokens takes 12 s to read there);
+/// on two AVX-512 cores, estimated from their prefill rates, a window of about 1,000 tokens.
 pub const DEFAULT_PROMPT_LATENCY: Duration = Duration::from_millis(2000);
 /// Upper bound accepted for `prompt_latency_ms`.
 const PROMPT_LATENCY_LIMIT_MS: u64 = 60_000;

@@ -727,6 +727,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_warm_up_reads_the_window_cut_to_be_read_in_time_then_the_whole_one() {
+        use copilotd_test_support::synthetic::{self, Family, GgmlDType, Shape};
+        let dir = tempfile::tempdir().unwrap();
+        let shape = Shape { context: 4096, ..synthetic::TINY };
+        let written =
+            synthetic::write_shaped(dir.path(), Family::StarCoder, &shape, "Q8_0", &|_, _| GgmlDType::Q8_0, false);
+        let model = Model::load(&written.model, &LoadOptions::default()).unwrap();
+        let mut completer = Completer::new(model, EngineSettings { fim: false, ..EngineSettings::default() });
+        completer.time_prefill().unwrap();
+        let text: String = (0..400).map(|i| format!("total = total + {i}\n")).collect();
+        // No prompt is read in a nanosecond: a cold one is cut to the shortest window.
+        let request = CompletionRequest {
+            text: &text,
+            cursor: text.len(),
+            path: None,
+            language: None,
+            max_tokens: 8,
+            strategy: Strategy::Ar,
+            sampling: Sampling::GREEDY,
+            trigger: Trigger::Invoked,
+            prompt_latency: Some(Duration::from_nanos(1)),
+        };
+        let whole = completer.prompt(&request).unwrap().tokens.len();
+        assert!(whole > 1000, "{whole}");
+        let cut = completer.complete(&request, &CancelToken::new()).unwrap().stats;
+        assert!(cut.window_shortened && cut.prompt_tokens <= 256, "{cut:?}");
+
+        // The warm-up reads the short window (cached already), then the whole one; a request after
+        // it finds the whole window read and takes it.
+        let warmed = completer.warm(&request, &|| false).unwrap();
+        assert_eq!(warmed, whole);
+        let after = completer.complete(&request, &CancelToken::new()).unwrap().stats;
+        assert!(!after.window_shortened, "{after:?}");
+        assert_eq!((after.prompt_tokens, after.reused_prompt_tokens), (whole, whole - 1));
+    }
+
+    #[test]
     fn a_model_with_a_short_context_completes_a_long_file_within_it() {
         use copilotd_test_support::synthetic::{self, Family, GgmlDType};
         let dir = tempfile::tempdir().unwrap();
