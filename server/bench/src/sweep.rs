@@ -215,7 +215,7 @@ mod tests {
         assert!(error("nodes=0").contains("whole number from 1 to 1024"));
         assert!(error("nodes=8.5").contains("whole number"));
         assert!(error("tau=2").contains("tau must be a probability"));
-        assert!(error("ngram=1").contains("whole number from 2 to 8"));
+        assert!(error("ngram=1").contains("whole number from 2 to 12"));
         assert!(error("backward_len=0").contains("whole number from 1 to 64"));
     }
 

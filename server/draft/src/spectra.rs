@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// The dictionaries of one workspace, shared by the drafters of its requests.
 pub type SharedDictionaries = Arc<Mutex<NgramDictionaries>>;
 
-/// Settings of SPECTRA-CORE (the paper's values: N = 5, W = 15, G = 15, τ = 0.1; here N = 8,
+/// Settings of SPECTRA-CORE (the paper's values: N = 5, W = 15, G = 15, τ = 0.1; here N = 12,
 /// [`DictionaryLimits`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SpectraConfig {

@@ -7,7 +7,7 @@
 use super::bounded_map::BoundedMap;
 
 /// Longest n-gram the dictionaries store (N ≤ this).
-pub const MAX_NGRAM: usize = 8;
+pub const MAX_NGRAM: usize = 12;
 
 /// Up to `MAX_NGRAM - 1` tokens stored inline: a key of S_bwd, a continuation of S_fwd.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,11 +45,13 @@ pub struct DictionaryLimits {
 
 impl Default for DictionaryLimits {
     fn default() -> Self {
-        // N = 8, not the paper's 5: the backward search keys on up to seven tokens of context and
-        // the forward guesses run up to seven tokens (`spectra` 1.510x against 1.456x by one cost
-        // curve, `auto` 1.560x against 1.544x; benches/README.md). At most about 64k × 32 B +
-        // 256k × 40 B, under 15 MB with the maps' overhead, whatever N.
-        DictionaryLimits { ngram: 8, continuations_per_key: 8, forward_keys: 1 << 16, backward_entries: 1 << 18 }
+        // N = 12, not the paper's 5: the backward search keys on up to eleven tokens of context and
+        // the forward guesses run up to eleven tokens (by one cost curve, `spectra` 1.538x against
+        // 1.510x with N = 8 and 1.456x with 5, `auto` 1.570x against 1.560x; N = 14 and 16 gained
+        // no more than one package's noise; benches/README.md). Filled to the bounds with random
+        // tokens, the dictionaries held 30 MB, 51 MB at the peak when a generation turns over
+        // (21 and 37 MB with N = 8).
+        DictionaryLimits { ngram: 12, continuations_per_key: 8, forward_keys: 1 << 16, backward_entries: 1 << 18 }
     }
 }
 
