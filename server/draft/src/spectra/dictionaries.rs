@@ -3,14 +3,21 @@
 //! dictionary S_bwd (a sequence of up to N−1 tokens to the one token seen
 //! after it last: one good guess, built token by token). Both hold the
 //! subsequences of every n-gram added, as in the paper, and both are bounded.
+//!
+//! S_bwd keys a sequence by a 64-bit hash of it, not by its tokens: every token
+//! added stores all N−1 suffixes of its history, and the hashes of those come
+//! from one pass over it, each step one multiply-and-shift mix. A collision
+//! (about one chance in 2^46 per lookup when the map is full) would give a
+//! wrong guess, which verification refuses like any other; the output never
+//! depends on it.
 
 use super::bounded_map::BoundedMap;
 
 /// Longest n-gram the dictionaries store (N ≤ this).
 pub const MAX_NGRAM: usize = 12;
 
-/// Up to `MAX_NGRAM - 1` tokens stored inline: a key of S_bwd, a continuation of S_fwd.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Up to `MAX_NGRAM - 1` tokens stored inline: a continuation of S_fwd.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tokens {
     len: u8,
     tokens: [u32; MAX_NGRAM - 1],
@@ -49,8 +56,9 @@ impl Default for DictionaryLimits {
         // the forward guesses run up to eleven tokens (by one cost curve, `spectra` 1.538x against
         // 1.510x with N = 8 and 1.456x with 5, `auto` 1.570x against 1.560x; N = 14 and 16 gained
         // no more than one package's noise; benches/README.md). Filled to the bounds with random
-        // tokens, the dictionaries held 30 MB, 51 MB at the peak when a generation turns over
-        // (21 and 37 MB with N = 8).
+        // tokens (sequences of 50,000 added in turn), the dictionaries held 33–36 MB of resident
+        // memory, 41 MB at the peak when a generation turns over (55–69 MB when S_bwd was keyed
+        // by its tokens).
         DictionaryLimits { ngram: 12, continuations_per_key: 8, forward_keys: 1 << 16, backward_entries: 1 << 18 }
     }
 }
@@ -60,7 +68,27 @@ impl Default for DictionaryLimits {
 pub struct NgramDictionaries {
     limits: DictionaryLimits,
     forward: BoundedMap<u32, Vec<Tokens>>,
-    backward: BoundedMap<Tokens, u32>,
+    backward: BoundedMap<u64, u32>,
+}
+
+/// The S_bwd keys of the suffixes of `history` (its last `MAX_NGRAM - 1` tokens at most),
+/// shortest first: `keys[k - 1]` is the key of its last `k` tokens. Each key is the previous
+/// one mixed with one more token (splitmix64's finalizer), so suffixes of different lengths
+/// differ even where their tokens are zeros.
+fn suffix_keys(history: &[u32]) -> ([u64; MAX_NGRAM - 1], usize) {
+    let mut keys = [0u64; MAX_NGRAM - 1];
+    let mut key = 0x9E37_79B9_7F4A_7C15u64;
+    let tokens = history.iter().rev().take(MAX_NGRAM - 1);
+    let mut count = 0;
+    for (slot, &token) in keys.iter_mut().zip(tokens) {
+        let mut z = key ^ u64::from(token);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        key = z ^ (z >> 31);
+        *slot = key;
+        count += 1;
+    }
+    (keys, count)
 }
 
 impl NgramDictionaries {
@@ -99,8 +127,9 @@ impl NgramDictionaries {
     /// for coverage.
     pub fn add(&mut self, history: &[u32], next: u32, forward_next: u32) {
         let history = &history[history.len().saturating_sub(self.limits.ngram - 1)..];
-        for k in 1..=history.len() {
-            self.backward.insert(Tokens::new(&history[history.len() - k..]), next);
+        let (keys, count) = suffix_keys(history);
+        for &key in &keys[..count] {
+            self.backward.insert(key, next);
         }
         // At most N−1 ≤ MAX_NGRAM−1 history tokens and the next one.
         let mut buffer = [0u32; MAX_NGRAM];
@@ -148,11 +177,6 @@ impl NgramDictionaries {
         self.forward(token).iter().any(|c| c.as_slice().first() == Some(&next))
     }
 
-    /// The token S_bwd maps the last `k` tokens of `history` to.
-    fn backward(&self, history: &[u32], k: usize) -> Option<u32> {
-        self.backward.get(&Tokens::new(&history[history.len() - k..])).copied()
-    }
-
     /// Backward search (Alg. 1, lines 8–14): extends `context` one token at a
     /// time with S_bwd's answer for the longest suffix it knows (up to N−1
     /// tokens), up to `max_len` tokens, stopping where no suffix is known.
@@ -163,8 +187,8 @@ impl NgramDictionaries {
         let mut guess = Vec::new();
         let mut first_match = 0;
         while guess.len() < max_len {
-            let tail = &history[history.len().saturating_sub(key_len)..];
-            let found = (1..=tail.len()).rev().find_map(|k| self.backward(tail, k).map(|token| (k, token)));
+            let (keys, count) = suffix_keys(&history[history.len().saturating_sub(key_len)..]);
+            let found = (1..=count).rev().find_map(|k| self.backward.get(&keys[k - 1]).map(|&token| (k, token)));
             let Some((k, token)) = found else { break };
             if guess.is_empty() {
                 first_match = k;

@@ -21,6 +21,18 @@ fn backward_search_follows_the_longest_known_suffix() {
 }
 
 #[test]
+fn suffixes_of_repeated_and_zero_tokens_are_told_apart() {
+    let mut d = dictionaries(4);
+    d.add(&[7, 0], 1, 1);
+    d.add(&[0, 0, 0], 3, 3);
+    d.add(&[5, 0, 0], 2, 2);
+    assert_eq!(d.backward_guess(&[7, 0], 1), (vec![1], 2));
+    assert_eq!(d.backward_guess(&[0, 0, 0], 1), (vec![3], 3));
+    assert_eq!(d.backward_guess(&[9, 0, 0], 1), (vec![2], 2));
+    assert_eq!(d.backward_guess(&[9, 0], 1), (vec![2], 1));
+}
+
+#[test]
 fn backward_guesses_have_varying_length_up_to_the_limit() {
     let mut d = dictionaries(3);
     d.add_sequence(&[10, 11, 12, 13, 14, 15], 0);
