@@ -33,15 +33,34 @@ pub struct DraftTree {
 impl DraftTree {
     /// A tree holding only the pending token: one plain autoregressive step.
     pub fn root_only(pending: u32) -> DraftTree {
+        DraftTree::root(pending, 0.0, 1)
+    }
+
+    /// The root alone, of summed weight `weight`, with room for `nodes` nodes.
+    fn root(pending: u32, weight: f32, nodes: usize) -> DraftTree {
+        let mut tree = DraftTree::with_capacity(nodes);
+        tree.tokens.push(pending);
+        tree.parents.push(None);
+        tree.depths.push(0);
+        tree.weights.push(weight);
+        tree.sources.push(Source::Fixed);
+        tree.matched.push(0);
+        tree.sibling_ranks.push(0);
+        tree.agreeing.push(0);
+        tree
+    }
+
+    /// A tree of no nodes with room for `nodes`.
+    fn with_capacity(nodes: usize) -> DraftTree {
         DraftTree {
-            tokens: vec![pending],
-            parents: vec![None],
-            depths: vec![0],
-            weights: vec![0.0],
-            sources: vec![Source::Fixed],
-            matched: vec![0],
-            sibling_ranks: vec![0],
-            agreeing: vec![0],
+            tokens: Vec::with_capacity(nodes),
+            parents: Vec::with_capacity(nodes),
+            depths: Vec::with_capacity(nodes),
+            weights: Vec::with_capacity(nodes),
+            sources: Vec::with_capacity(nodes),
+            matched: Vec::with_capacity(nodes),
+            sibling_ranks: Vec::with_capacity(nodes),
+            agreeing: Vec::with_capacity(nodes),
         }
     }
 
@@ -89,16 +108,7 @@ impl DraftTree {
         }
         debug_assert!((1..self.len()).all(|n| !keep[n] || self.parents[n].is_some_and(|p| keep[p])));
         let mut new_index = vec![usize::MAX; self.len()];
-        let mut tree = DraftTree {
-            tokens: vec![],
-            parents: vec![],
-            depths: vec![],
-            weights: vec![],
-            sources: vec![],
-            matched: vec![],
-            sibling_ranks: vec![],
-            agreeing: vec![],
-        };
+        let mut tree = DraftTree::with_capacity(nodes.len() + 1);
         for node in (0..self.len()).filter(|&n| keep[n]) {
             new_index[node] = tree.tokens.len();
             tree.tokens.push(self.tokens[node]);
@@ -129,7 +139,15 @@ struct TrieNode {
     /// The sources of the candidates through the node, one bit each.
     sources: u32,
     matched: usize,
-    children: Vec<usize>,
+    /// The newest child, and the next older sibling: links instead of a list of children per
+    /// node, which cost an allocation each.
+    last_child: Option<usize>,
+    older_sibling: Option<usize>,
+}
+
+/// The children of trie node `node`, newest first.
+fn trie_children(trie: &[TrieNode], node: usize) -> impl Iterator<Item = usize> + '_ {
+    std::iter::successors(trie[node].last_child, |&child| trie[child].older_sibling)
 }
 
 /// Merges `candidates` under the `pending` root, limited to `max_depth`, and
@@ -144,7 +162,8 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
         source: Source::Fixed,
         sources: 0,
         matched: 0,
-        children: Vec::new(),
+        last_child: None,
+        older_sibling: None,
     }];
     for candidate in candidates {
         if candidate.weight.is_nan() || candidate.weight <= 0.0 {
@@ -153,7 +172,7 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
         trie[0].weight += candidate.weight;
         let mut node = 0;
         for &token in candidate.tokens.iter().take(max_depth) {
-            let existing = trie[node].children.iter().copied().find(|&c| trie[c].token == token);
+            let existing = trie_children(&trie, node).find(|&c| trie[c].token == token);
             node = match existing {
                 Some(child) => child,
                 None => {
@@ -167,9 +186,10 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
                         source: candidate.source,
                         sources: 0,
                         matched: 0,
-                        children: Vec::new(),
+                        last_child: None,
+                        older_sibling: trie[node].last_child,
                     });
-                    trie[node].children.push(child);
+                    trie[node].last_child = Some(child);
                     child
                 }
             };
@@ -186,21 +206,14 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
 
     // Emit in breadth-first order with children heaviest first, so parents
     // precede children and verification tries likely tokens first.
-    let mut tree = DraftTree {
-        tokens: vec![pending],
-        parents: vec![None],
-        depths: vec![0],
-        weights: vec![trie[0].weight],
-        sources: vec![Source::Fixed],
-        matched: vec![0],
-        sibling_ranks: vec![0],
-        agreeing: vec![0],
-    };
+    let mut tree = DraftTree::root(pending, trie[0].weight, trie.len());
     let mut queue = std::collections::VecDeque::from([(0usize, 0usize)]);
+    let mut children = Vec::new();
     while let Some((trie_node, tree_node)) = queue.pop_front() {
-        let mut children = trie[trie_node].children.clone();
+        children.clear();
+        children.extend(trie_children(&trie, trie_node));
         children.sort_by(|&a, &b| trie[b].weight.total_cmp(&trie[a].weight).then(a.cmp(&b)));
-        for (rank, child) in children.into_iter().enumerate() {
+        for (rank, &child) in children.iter().enumerate() {
             let index = tree.tokens.len();
             tree.tokens.push(trie[child].token);
             tree.parents.push(Some(tree_node));
@@ -214,7 +227,11 @@ pub fn build(pending: u32, candidates: &[Candidate], budget: usize, max_depth: u
         }
     }
     debug_assert!(tree.parents.iter().enumerate().all(|(i, p)| p.is_none_or(|p| p < i)));
-    tree.keep_heaviest(budget)
+    if budget + 1 >= tree.len() {
+        tree
+    } else {
+        tree.keep_heaviest(budget)
+    }
 }
 
 #[cfg(test)]
