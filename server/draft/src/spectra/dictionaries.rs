@@ -78,17 +78,14 @@ pub struct NgramDictionaries {
 fn suffix_keys(history: &[u32]) -> ([u64; MAX_NGRAM - 1], usize) {
     let mut keys = [0u64; MAX_NGRAM - 1];
     let mut key = 0x9E37_79B9_7F4A_7C15u64;
-    let tokens = history.iter().rev().take(MAX_NGRAM - 1);
-    let mut count = 0;
-    for (slot, &token) in keys.iter_mut().zip(tokens) {
+    for (slot, &token) in keys.iter_mut().zip(history.iter().rev()) {
         let mut z = key ^ u64::from(token);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         key = z ^ (z >> 31);
         *slot = key;
-        count += 1;
     }
-    (keys, count)
+    (keys, history.len().min(MAX_NGRAM - 1))
 }
 
 impl NgramDictionaries {
