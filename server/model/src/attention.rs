@@ -401,8 +401,8 @@ mod portable {
 mod vector {
     use super::*;
     use crate::groups::ending_in_a_pair;
-    use crate::vector::exp8;
-    use crate::vector::lanes::{self, Lanes};
+    use crate::vector::exp_lanes;
+    use crate::vector::lanes::{self, Lanes, Steps};
     use std::ops::Range;
 
     /// Queries that share each loaded value register in the weighted sum: as many as
@@ -432,9 +432,9 @@ mod vector {
     pub(super) unsafe fn attend_avx512(work: &Attention, rows: &mut [&mut [f32]], part: Part, outs: &mut [&mut [f32]]) {
         crate::frame::align_frame!();
         if work.kv.head_dim.is_multiple_of(16 * work.planes().max(1)) {
-            attend::<lanes::Avx2, Sixteen, KeyPairs, WIDE>(work, rows, part, outs)
+            attend::<lanes::Avx2, lanes::Avx512, KeyPairs, lanes::Avx512, WIDE>(work, rows, part, outs)
         } else {
-            attend::<lanes::Avx2, lanes::Avx2, KeyPairs, WIDE>(work, rows, part, outs)
+            attend::<lanes::Avx2, lanes::Avx2, KeyPairs, lanes::Avx512, WIDE>(work, rows, part, outs)
         }
     }
 
@@ -442,13 +442,13 @@ mod vector {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn attend_avx2(work: &Attention, rows: &mut [&mut [f32]], part: Part, outs: &mut [&mut [f32]]) {
         crate::frame::align_frame!();
-        attend::<lanes::Avx2, lanes::Avx2, OnLanes<lanes::Avx2>, NARROW>(work, rows, part, outs)
+        attend::<lanes::Avx2, lanes::Avx2, OnLanes<lanes::Avx2>, lanes::Avx2, NARROW>(work, rows, part, outs)
     }
 
     #[cfg(target_arch = "aarch64")]
     #[target_feature(enable = "neon")]
     pub(super) unsafe fn attend_neon(work: &Attention, rows: &mut [&mut [f32]], part: Part, outs: &mut [&mut [f32]]) {
-        attend::<lanes::Neon, lanes::Neon, OnLanes<lanes::Neon>, NARROW>(work, rows, part, outs)
+        attend::<lanes::Neon, lanes::Neon, OnLanes<lanes::Neon>, lanes::Neon, NARROW>(work, rows, part, outs)
     }
 
     /// How a group of at most [`CacheScores::GROUP`] queries is scored against every cache row:
@@ -478,96 +478,27 @@ mod vector {
     }
 
     /// The registers the weighted sum of values works in: one [`Lanes`] vector or, on
-    /// AVX-512, a whole register of 16 lanes ([`Sixteen`]). Each output value is its own
-    /// chain of fused multiply-adds in either, so the width never changes a result. (The
+    /// AVX-512, a whole register of 16 lanes ([`lanes::Avx512`]). Each output value is its
+    /// own chain of fused multiply-adds in either, so the width never changes a result. (The
     /// scores stay on 8 lanes: there, 16 cost more shuffles than they saved.)
-    trait Tile {
-        type W: Copy;
-        /// Lanes per register.
-        const WIDTH: usize;
-        unsafe fn zero() -> Self::W;
-        unsafe fn splat(value: f32) -> Self::W;
-        unsafe fn load(from: *const f32) -> Self::W;
+    trait Tile: Steps {
         /// Half floats, widened exactly.
-        unsafe fn load_half(from: *const f16) -> Self::W;
-        unsafe fn store(to: *mut f32, v: Self::W);
-        unsafe fn mul(a: Self::W, b: Self::W) -> Self::W;
-        /// `a · b + c`, fused.
-        unsafe fn mul_add(a: Self::W, b: Self::W, c: Self::W) -> Self::W;
+        unsafe fn load_half(from: *const f16) -> Self::V;
     }
 
-    /// A [`Lanes`] vector is a register of eight.
     impl<L: Lanes> Tile for L {
-        type W = L::V;
-        const WIDTH: usize = 8;
-
-        #[inline(always)]
-        unsafe fn zero() -> L::V {
-            L::zero()
-        }
-        #[inline(always)]
-        unsafe fn splat(value: f32) -> L::V {
-            L::splat(value)
-        }
-        #[inline(always)]
-        unsafe fn load(from: *const f32) -> L::V {
-            L::load(from)
-        }
         #[inline(always)]
         unsafe fn load_half(from: *const f16) -> L::V {
             L::load_half(from)
         }
-        #[inline(always)]
-        unsafe fn store(to: *mut f32, v: L::V) {
-            L::store(to, v)
-        }
-        #[inline(always)]
-        unsafe fn mul(a: L::V, b: L::V) -> L::V {
-            L::mul(a, b)
-        }
-        #[inline(always)]
-        unsafe fn mul_add(a: L::V, b: L::V, c: L::V) -> L::V {
-            L::mul_add(a, b, c)
-        }
     }
 
-    /// A whole AVX-512 register.
     #[cfg(target_arch = "x86_64")]
-    struct Sixteen;
-
-    #[cfg(target_arch = "x86_64")]
-    impl Tile for Sixteen {
-        type W = std::arch::x86_64::__m512;
-        const WIDTH: usize = 16;
-
+    impl Tile for lanes::Avx512 {
         #[inline(always)]
-        unsafe fn zero() -> Self::W {
-            std::arch::x86_64::_mm512_setzero_ps()
-        }
-        #[inline(always)]
-        unsafe fn splat(value: f32) -> Self::W {
-            std::arch::x86_64::_mm512_set1_ps(value)
-        }
-        #[inline(always)]
-        unsafe fn load(from: *const f32) -> Self::W {
-            std::arch::x86_64::_mm512_loadu_ps(from)
-        }
-        #[inline(always)]
-        unsafe fn load_half(from: *const f16) -> Self::W {
+        unsafe fn load_half(from: *const f16) -> Self::V {
             use std::arch::x86_64::*;
             _mm512_cvtph_ps(_mm256_loadu_si256(from.cast()))
-        }
-        #[inline(always)]
-        unsafe fn store(to: *mut f32, v: Self::W) {
-            std::arch::x86_64::_mm512_storeu_ps(to, v)
-        }
-        #[inline(always)]
-        unsafe fn mul(a: Self::W, b: Self::W) -> Self::W {
-            std::arch::x86_64::_mm512_mul_ps(a, b)
-        }
-        #[inline(always)]
-        unsafe fn mul_add(a: Self::W, b: Self::W, c: Self::W) -> Self::W {
-            std::arch::x86_64::_mm512_fmadd_ps(a, b, c)
         }
     }
 
@@ -576,7 +507,7 @@ mod vector {
     /// so that it is compiled inside the entry points above with their registers (the
     /// intrinsics are inlined there).
     #[inline(always)]
-    unsafe fn attend<L: Lanes, T: Tile, S: CacheScores<L>, const REGISTERS: usize>(
+    unsafe fn attend<L: Lanes, T: Tile, S: CacheScores<L>, E: ExpOn<L>, const REGISTERS: usize>(
         work: &Attention,
         rows: &mut [&mut [f32]],
         part: Part,
@@ -590,13 +521,13 @@ mod vector {
                 return;
             }
             Part::Weights(inverses) => {
-                *inverses = weigh_all::<L>(work, rows);
+                *inverses = weigh_all::<L, E>(work, rows);
                 return;
             }
             Part::Plane { weights, .. } => (weights.rows.to_vec(), weights.inverses),
             Part::Whole => {
                 score_all::<L, S>(work, rows);
-                own_inverses = weigh_all::<L>(work, rows);
+                own_inverses = weigh_all::<L, E>(work, rows);
                 (rows.iter().map(|row| &**row).collect(), &own_inverses)
             }
         };
@@ -627,11 +558,11 @@ mod vector {
 
     /// The pending rows' scores, then every query's softmax weights in place; their inverse sums.
     #[inline(always)]
-    unsafe fn weigh_all<L: Lanes>(work: &Attention, rows: &mut [&mut [f32]]) -> Vec<f32> {
+    unsafe fn weigh_all<L: Lanes, E: ExpOn<L>>(work: &Attention, rows: &mut [&mut [f32]]) -> Vec<f32> {
         score_pending::<L>(work, rows);
         let mut inverses = Vec::with_capacity(rows.len());
         for (r, row) in rows.iter_mut().enumerate() {
-            inverses.push(1.0 / weigh::<L>(&mut row[..work.row_len(r)]));
+            inverses.push(1.0 / weigh::<L, E>(&mut row[..work.row_len(r)]));
         }
         inverses
     }
@@ -913,21 +844,56 @@ mod vector {
         acc
     }
 
-    /// [`portable::weigh`], eight scores at a time.
-    #[inline(always)]
-    unsafe fn weigh<L: Lanes>(scores: &mut [f32]) -> f32 {
-        let mut chunks = scores.chunks_exact_mut(8);
-        let mut max8 = L::splat(f32::NEG_INFINITY);
-        for chunk in chunks.by_ref() {
-            max8 = L::max(max8, L::load(chunk.as_ptr()));
+    /// The registers the softmax's exponentials are taken on: a [`Lanes`] vector, or on
+    /// AVX-512 a register of two. [`exp_lanes`] gives each lane the same bits at any width,
+    /// and the weights are still summed an eight at a time in order, so the width never
+    /// changes a result. (On AVX-512 the exponentials took a fifth of a long prefill's
+    /// attention on eight lanes.)
+    trait ExpOn<L: Lanes>: Steps {
+        /// Adds the register's eights to `sum`, one after the other.
+        unsafe fn add_eights(sum: L::V, v: Self::V) -> L::V;
+    }
+
+    impl<L: Lanes> ExpOn<L> for L {
+        #[inline(always)]
+        unsafe fn add_eights(sum: L::V, v: L::V) -> L::V {
+            L::add(sum, v)
         }
-        let mut lanes = [0f32; 8];
-        L::store(lanes.as_mut_ptr(), max8);
-        let max = lanes.into_iter().chain(chunks.into_remainder().iter().copied()).fold(f32::NEG_INFINITY, f32::max);
-        let (max8, mut sum8) = (L::splat(max), L::zero());
-        let mut chunks = scores.chunks_exact_mut(8);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    impl ExpOn<lanes::Avx2> for lanes::Avx512 {
+        #[inline(always)]
+        unsafe fn add_eights(sum: std::arch::x86_64::__m256, v: Self::V) -> std::arch::x86_64::__m256 {
+            use std::arch::x86_64::*;
+            let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+            _mm256_add_ps(_mm256_add_ps(sum, _mm512_castps512_ps256(v)), high)
+        }
+    }
+
+    /// [`portable::weigh`]: the maximum and the exponentials a register of `E` at a time
+    /// (the exponentials then eight, then one by one), the weights summed eight at a time.
+    #[inline(always)]
+    unsafe fn weigh<L: Lanes, E: ExpOn<L>>(scores: &mut [f32]) -> f32 {
+        let mut registers = scores.chunks_exact(E::WIDTH);
+        let mut max_wide = E::splat(f32::NEG_INFINITY);
+        for register in registers.by_ref() {
+            max_wide = E::max(max_wide, E::load(register.as_ptr()));
+        }
+        // The largest of the lanes and the rest, in any order: a maximum is exact.
+        let mut lanes = [f32::NEG_INFINITY; 16];
+        E::store(lanes[..E::WIDTH].as_mut_ptr(), max_wide);
+        let max = lanes.into_iter().chain(registers.remainder().iter().copied()).fold(f32::NEG_INFINITY, f32::max);
+        let (max_wide, max8, mut sum8) = (E::splat(max), L::splat(max), L::zero());
+        let mut registers = scores.chunks_exact_mut(E::WIDTH);
+        for register in registers.by_ref() {
+            let weights = exp_lanes::<E>(E::sub(E::load(register.as_ptr()), max_wide));
+            E::store(register.as_mut_ptr(), weights);
+            sum8 = E::add_eights(sum8, weights);
+        }
+        let mut chunks = registers.into_remainder().chunks_exact_mut(8);
         for chunk in chunks.by_ref() {
-            let weights = exp8::<L>(L::sub(L::load(chunk.as_ptr()), max8));
+            let weights = exp_lanes::<L>(L::sub(L::load(chunk.as_ptr()), max8));
             L::store(chunk.as_mut_ptr(), weights);
             sum8 = L::add(sum8, weights);
         }

@@ -8,7 +8,7 @@ use crate::config::RopeStyle;
 use crate::kernel::Kernel;
 use crate::vector::exp;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-use crate::vector::{exp8, lanes};
+use crate::vector::{exp_lanes, lanes};
 
 /// Dot product with eight interleaved partial sums, combined in a fixed order.
 #[inline(always)]
@@ -69,8 +69,8 @@ pub fn add_assign(x: &mut [f32], y: &[f32]) {
 }
 
 /// SwiGLU on rows laid out as `[gate (f) | up (f)]`: returns rows of `silu(gate) * up`,
-/// `silu(g) = g / (1 + e^−g)` with [`exp`]. Eight values at a time on `kernel`'s vector
-/// lanes where it has them; every path gives the same bits.
+/// `silu(g) = g / (1 + e^−g)` with [`exp`]. A register of values at a time on `kernel`'s
+/// vector lanes where it has them; every path gives the same bits.
 pub fn swiglu(kernel: Kernel, gate_up: &[f32], f: usize) -> Vec<f32> {
     let mut out = vec![0f32; gate_up.len() / 2];
     let rows_of = |first: usize, out: &mut [f32]| {
@@ -95,39 +95,49 @@ fn silu(g: f32) -> f32 {
     g / (1.0 + exp(-g))
 }
 
-/// [`swiglu`] of the leading multiple of eight values of one row on `kernel`'s lanes;
-/// returns how many values it wrote (0 where the kernel has no vector lanes).
+/// [`swiglu`] of the leading whole registers of one row on `kernel`'s lanes (eight, or
+/// sixteen on AVX-512); returns how many values it wrote (0 where the kernel has no vector
+/// lanes).
 #[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(unused_variables))]
 fn swiglu_lanes(kernel: Kernel, gate: &[f32], up: &[f32], out: &mut [f32]) -> usize {
     // SAFETY (every arm): the model runs only on kernels the CPU supports, and the three
     // slices have the same length.
     match kernel {
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512Vnni | Kernel::AvxVnni | Kernel::Avx2 => unsafe { swiglu_avx2(gate, up, out) },
+        Kernel::Avx512Vnni => unsafe { swiglu_avx512(gate, up, out) },
+        #[cfg(target_arch = "x86_64")]
+        Kernel::AvxVnni | Kernel::Avx2 => unsafe { swiglu_avx2(gate, up, out) },
         #[cfg(target_arch = "aarch64")]
-        Kernel::NeonDotprod | Kernel::Neon => unsafe { swiglu_eights::<lanes::Neon>(gate, up, out) },
+        Kernel::NeonDotprod | Kernel::Neon => unsafe { swiglu_registers::<lanes::Neon>(gate, up, out) },
         _ => 0,
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn swiglu_avx2(gate: &[f32], up: &[f32], out: &mut [f32]) -> usize {
-    swiglu_eights::<lanes::Avx2>(gate, up, out)
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn swiglu_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) -> usize {
+    swiglu_registers::<lanes::Avx512>(gate, up, out)
 }
 
-/// [`silu`]`(g) · u`, eight values at a time: the same steps as the scalar code.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn swiglu_avx2(gate: &[f32], up: &[f32], out: &mut [f32]) -> usize {
+    swiglu_registers::<lanes::Avx2>(gate, up, out)
+}
+
+/// [`silu`]`(g) · u`, a register of `S::WIDTH` values at a time: the same steps as the
+/// scalar code. Returns how many values it wrote (the whole registers' worth).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-unsafe fn swiglu_eights<L: lanes::Lanes>(gate: &[f32], up: &[f32], out: &mut [f32]) -> usize {
-    let eights = gate.len() / 8 * 8;
-    let one = L::splat(1.0);
-    for at in (0..eights).step_by(8) {
-        let g = L::load(gate.as_ptr().add(at));
-        let silu = L::div(g, L::add(one, exp8::<L>(L::sub(L::zero(), g))));
-        L::store(out.as_mut_ptr().add(at), L::mul(silu, L::load(up.as_ptr().add(at))));
+unsafe fn swiglu_registers<S: lanes::Steps>(gate: &[f32], up: &[f32], out: &mut [f32]) -> usize {
+    let whole = gate.len() / S::WIDTH * S::WIDTH;
+    let one = S::splat(1.0);
+    for at in (0..whole).step_by(S::WIDTH) {
+        let g = S::load(gate.as_ptr().add(at));
+        let silu = S::div(g, S::add(one, exp_lanes::<S>(S::sub(S::zero(), g))));
+        S::store(out.as_mut_ptr().add(at), S::mul(silu, S::load(up.as_ptr().add(at))));
     }
-    eights
+    whole
 }
 
 /// Rotary embedding angles for one position: `cos` and `sin` of `pos * theta^(-2i/d)`.
@@ -227,7 +237,7 @@ mod tests {
 
     #[test]
     fn swiglu_gives_the_same_bits_on_every_kernel() {
-        let f = 45; // not a multiple of eight: the scalar tail runs too
+        let f = 45; // not a multiple of eight or sixteen: the scalar tail runs too
 
         // 131 rows: a prefill chunk's size, computed in ranges on several threads.
         for rows in [3, 131] {

@@ -4,8 +4,8 @@
 //! A token's activations must not depend on which path computed them (a tree pass or a
 //! one-token pass, one CPU class or another). A library `expf` has no vector twin, so
 //! [`exp`] is written with steps that every instruction set rounds the same way (IEEE
-//! additions, multiplications, fused multiply-adds, rounding to an integer), and [`exp8`]
-//! takes the same steps on eight lanes. Attention's softmax and the MLP's SiLU use them.
+//! additions, multiplications, fused multiply-adds, rounding to an integer), and
+//! [`exp_lanes`] takes the same steps on every lane of a vector register. Attention's softmax and the MLP's SiLU use them.
 
 /// `((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7))`: how eight partial sums are combined.
 #[inline(always)]
@@ -25,11 +25,11 @@ mod exp_constants {
 }
 
 /// `e^x` to about one ulp, for inputs clamped to [−87, 88] (below −87 gives e^−87, above
-/// 88 gives e^88); [`exp8`] computes the same bits.
+/// 88 gives e^88); [`exp_lanes`] computes the same bits.
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
     use exp_constants::*;
-    // Not `clamp`: the same two steps as `exp8` takes.
+    // Not `clamp`: the same two steps as `exp_lanes` takes.
     #[allow(clippy::manual_clamp)]
     let x = x.max(LOWEST).min(HIGHEST);
     let n = (x * LOG2E).round_ties_even();
@@ -42,10 +42,10 @@ pub(crate) fn exp(x: f32) -> f32 {
     y * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
-/// [`exp`] of eight values.
+/// [`exp`] of every lane.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-pub(crate) unsafe fn exp8<L: lanes::Lanes>(x: L::V) -> L::V {
+pub(crate) unsafe fn exp_lanes<L: lanes::Steps>(x: L::V) -> L::V {
     use exp_constants::*;
     let x = L::min(L::max(x, L::splat(LOWEST)), L::splat(HIGHEST));
     let n = L::round(L::mul(x, L::splat(LOG2E)));
@@ -58,17 +58,20 @@ pub(crate) unsafe fn exp8<L: lanes::Lanes>(x: L::V) -> L::V {
     L::mul(y, L::pow2(n))
 }
 
-/// Eight f32 lanes on each instruction set, with the float steps the portable code takes.
+/// Eight f32 lanes on each instruction set, with the float steps the portable code takes
+/// (and, on AVX-512, sixteen lanes for the steps that never mix lanes).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) mod lanes {
-    /// Eight f32 lanes. All `inline(always)`: compiled with the features of the caller.
-    pub(crate) trait Lanes {
+    /// A register of f32 lanes and the steps that treat each lane alone, so that any width
+    /// gives every lane the same bits. All `inline(always)`: compiled with the features of
+    /// the caller.
+    pub(crate) trait Steps {
         type V: Copy;
+        /// Lanes per register.
+        const WIDTH: usize;
         unsafe fn zero() -> Self::V;
         unsafe fn splat(value: f32) -> Self::V;
         unsafe fn load(from: *const f32) -> Self::V;
-        /// Eight half floats, widened exactly.
-        unsafe fn load_half(from: *const half::f16) -> Self::V;
         unsafe fn store(to: *mut f32, v: Self::V);
         unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
         unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
@@ -84,6 +87,12 @@ pub(crate) mod lanes {
         unsafe fn round(v: Self::V) -> Self::V;
         /// `2^n` of integral `n` (within the normal exponents).
         unsafe fn pow2(n: Self::V) -> Self::V;
+    }
+
+    /// Eight f32 lanes, and the steps that combine them in [`super::combine`]'s order.
+    pub(crate) trait Lanes: Steps {
+        /// Eight half floats, widened exactly.
+        unsafe fn load_half(from: *const half::f16) -> Self::V;
         /// The lanes [`super::combine`]d.
         unsafe fn sum(v: Self::V) -> f32;
         /// The first step of [`super::combine`] on two vectors at once:
@@ -98,8 +107,9 @@ pub(crate) mod lanes {
     pub(crate) struct Avx2;
 
     #[cfg(target_arch = "x86_64")]
-    impl Lanes for Avx2 {
+    impl Steps for Avx2 {
         type V = std::arch::x86_64::__m256;
+        const WIDTH: usize = 8;
 
         #[inline(always)]
         unsafe fn zero() -> Self::V {
@@ -112,12 +122,6 @@ pub(crate) mod lanes {
         #[inline(always)]
         unsafe fn load(from: *const f32) -> Self::V {
             std::arch::x86_64::_mm256_loadu_ps(from)
-        }
-        /// Needs F16C.
-        #[inline(always)]
-        unsafe fn load_half(from: *const half::f16) -> Self::V {
-            use std::arch::x86_64::*;
-            _mm256_cvtph_ps(_mm_loadu_si128(from.cast()))
         }
         #[inline(always)]
         unsafe fn store(to: *mut f32, v: Self::V) {
@@ -166,6 +170,16 @@ pub(crate) mod lanes {
             let exponent = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
             _mm256_castsi256_ps(_mm256_slli_epi32::<23>(exponent))
         }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    impl Lanes for Avx2 {
+        /// Needs F16C.
+        #[inline(always)]
+        unsafe fn load_half(from: *const half::f16) -> Self::V {
+            use std::arch::x86_64::*;
+            _mm256_cvtph_ps(_mm_loadu_si128(from.cast()))
+        }
         #[inline(always)]
         unsafe fn sum(v: Self::V) -> f32 {
             use std::arch::x86_64::*;
@@ -190,13 +204,85 @@ pub(crate) mod lanes {
         }
     }
 
+    /// Sixteen f32 lanes in one AVX-512 register (needs AVX-512F): the steps of [`Avx2`] on
+    /// twice the lanes.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) struct Avx512;
+
+    #[cfg(target_arch = "x86_64")]
+    impl Steps for Avx512 {
+        type V = std::arch::x86_64::__m512;
+        const WIDTH: usize = 16;
+
+        #[inline(always)]
+        unsafe fn zero() -> Self::V {
+            std::arch::x86_64::_mm512_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn splat(value: f32) -> Self::V {
+            std::arch::x86_64::_mm512_set1_ps(value)
+        }
+        #[inline(always)]
+        unsafe fn load(from: *const f32) -> Self::V {
+            std::arch::x86_64::_mm512_loadu_ps(from)
+        }
+        #[inline(always)]
+        unsafe fn store(to: *mut f32, v: Self::V) {
+            std::arch::x86_64::_mm512_storeu_ps(to, v)
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self::V, b: Self::V) -> Self::V {
+            std::arch::x86_64::_mm512_add_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn sub(a: Self::V, b: Self::V) -> Self::V {
+            std::arch::x86_64::_mm512_sub_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul(a: Self::V, b: Self::V) -> Self::V {
+            std::arch::x86_64::_mm512_mul_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn max(a: Self::V, b: Self::V) -> Self::V {
+            std::arch::x86_64::_mm512_max_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn min(a: Self::V, b: Self::V) -> Self::V {
+            std::arch::x86_64::_mm512_min_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn div(a: Self::V, b: Self::V) -> Self::V {
+            std::arch::x86_64::_mm512_div_ps(a, b)
+        }
+        #[inline(always)]
+        unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
+            std::arch::x86_64::_mm512_fmadd_ps(a, b, c)
+        }
+        #[inline(always)]
+        unsafe fn mul_sub(a: Self::V, b: Self::V, c: Self::V) -> Self::V {
+            std::arch::x86_64::_mm512_fnmadd_ps(a, b, c)
+        }
+        #[inline(always)]
+        unsafe fn round(v: Self::V) -> Self::V {
+            use std::arch::x86_64::*;
+            _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v)
+        }
+        #[inline(always)]
+        unsafe fn pow2(n: Self::V) -> Self::V {
+            use std::arch::x86_64::*;
+            let exponent = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+            _mm512_castsi512_ps(_mm512_slli_epi32::<23>(exponent))
+        }
+    }
+
     /// Two 4-lane registers: lanes 0–3, then 4–7.
     #[cfg(target_arch = "aarch64")]
     pub(crate) struct Neon;
 
     #[cfg(target_arch = "aarch64")]
-    impl Lanes for Neon {
+    impl Steps for Neon {
         type V = (std::arch::aarch64::float32x4_t, std::arch::aarch64::float32x4_t);
+        const WIDTH: usize = 8;
 
         #[inline(always)]
         unsafe fn zero() -> Self::V {
@@ -211,22 +297,6 @@ pub(crate) mod lanes {
         unsafe fn load(from: *const f32) -> Self::V {
             use std::arch::aarch64::*;
             (vld1q_f32(from), vld1q_f32(from.add(4)))
-        }
-        /// `fcvtl` is in every aarch64 CPU, but its intrinsic needs Rust's unstable `f16`.
-        #[inline(always)]
-        unsafe fn load_half(from: *const half::f16) -> Self::V {
-            use std::arch::aarch64::*;
-            let halves = vld1q_u16(from.cast());
-            let (low, high): (float32x4_t, float32x4_t);
-            std::arch::asm!(
-                "fcvtl {low:v}.4s, {halves:v}.4h",
-                "fcvtl2 {high:v}.4s, {halves:v}.8h",
-                halves = in(vreg) halves,
-                low = out(vreg) low,
-                high = lateout(vreg) high,
-                options(pure, nomem, nostack, preserves_flags),
-            );
-            (low, high)
         }
         #[inline(always)]
         unsafe fn store(to: *mut f32, v: Self::V) {
@@ -287,6 +357,26 @@ pub(crate) mod lanes {
             };
             (bits(n.0), bits(n.1))
         }
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    impl Lanes for Neon {
+        /// `fcvtl` is in every aarch64 CPU, but its intrinsic needs Rust's unstable `f16`.
+        #[inline(always)]
+        unsafe fn load_half(from: *const half::f16) -> Self::V {
+            use std::arch::aarch64::*;
+            let halves = vld1q_u16(from.cast());
+            let (low, high): (float32x4_t, float32x4_t);
+            std::arch::asm!(
+                "fcvtl {low:v}.4s, {halves:v}.4h",
+                "fcvtl2 {high:v}.4s, {halves:v}.8h",
+                halves = in(vreg) halves,
+                low = out(vreg) low,
+                high = lateout(vreg) high,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+            (low, high)
+        }
         #[inline(always)]
         unsafe fn sum(v: Self::V) -> f32 {
             use std::arch::aarch64::*;
@@ -331,38 +421,58 @@ mod tests {
 
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[test]
-    fn exp8_computes_the_bits_of_exp() {
+    fn exp_lanes_computes_the_bits_of_exp_at_every_width_this_cpu_runs() {
         let xs: Vec<f32> = (-1200..1200).map(|i| i as f32 * 0.0771).chain([0.0, -0.0, 88.5, -87.5]).collect();
-        for chunk in xs.chunks(8).filter(|c| c.len() == 8) {
-            let mut lanes = [0f32; 8];
-            // SAFETY: the helper runs only where the CPU has the instructions (checked inside).
-            if !unsafe { exp8_here(chunk, &mut lanes) } {
-                return;
-            }
-            let expected: Vec<u32> = chunk.iter().map(|&x| exp(x).to_bits()).collect();
-            assert_eq!(lanes.map(f32::to_bits).to_vec(), expected, "inputs {chunk:?}");
+        let expected: Vec<u32> = xs.iter().map(|&x| exp(x).to_bits()).collect();
+        for (width, exp_all) in widths_here() {
+            let whole = xs.len() / width * width;
+            let mut out = vec![0f32; whole];
+            // SAFETY: `widths_here` lists only the widths whose instructions the CPU has.
+            unsafe { exp_all(&xs[..whole], &mut out) };
+            let bits: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(bits, expected[..whole], "{width} lanes");
         }
     }
 
-    /// [`exp8`] of `x` into `out` on this CPU's vector lanes; false where it has none.
+    /// [`exp_lanes`] of every value of `x` into `out`, a register of `S::WIDTH` lanes at a time.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[inline(always)]
+    unsafe fn exp_all<S: lanes::Steps>(x: &[f32], out: &mut [f32]) {
+        for (x, out) in x.chunks_exact(S::WIDTH).zip(out.chunks_exact_mut(S::WIDTH)) {
+            S::store(out.as_mut_ptr(), exp_lanes::<S>(S::load(x.as_ptr())));
+        }
+    }
+
+    /// [`exp_all`] at one register width.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    type ExpAll = unsafe fn(&[f32], &mut [f32]);
+
+    /// The register widths this CPU runs [`exp_lanes`] on, each with [`exp_all`] at that width.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn exp8_here(x: &[f32], out: &mut [f32; 8]) -> bool {
+    fn widths_here() -> Vec<(usize, ExpAll)> {
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn run(x: &[f32], out: &mut [f32; 8]) {
-            use lanes::{Avx2, Lanes};
-            Avx2::store(out.as_mut_ptr(), exp8::<Avx2>(Avx2::load(x.as_ptr())));
+        unsafe fn eights(x: &[f32], out: &mut [f32]) {
+            exp_all::<lanes::Avx2>(x, out)
         }
-        if !crate::ops::has_avx2_fma() {
-            return false;
+        #[target_feature(enable = "avx512f")]
+        unsafe fn sixteens(x: &[f32], out: &mut [f32]) {
+            exp_all::<lanes::Avx512>(x, out)
         }
-        run(x, out);
-        true
+        let mut widths: Vec<(usize, ExpAll)> = Vec::new();
+        if crate::ops::has_avx2_fma() {
+            widths.push((8, eights));
+        }
+        if is_x86_feature_detected!("avx512f") {
+            widths.push((16, sixteens));
+        }
+        widths
     }
 
     #[cfg(target_arch = "aarch64")]
-    unsafe fn exp8_here(x: &[f32], out: &mut [f32; 8]) -> bool {
-        use lanes::{Lanes, Neon};
-        Neon::store(out.as_mut_ptr(), exp8::<Neon>(Neon::load(x.as_ptr())));
-        true
+    fn widths_here() -> Vec<(usize, ExpAll)> {
+        unsafe fn eights(x: &[f32], out: &mut [f32]) {
+            exp_all::<lanes::Neon>(x, out)
+        }
+        vec![(8, eights)]
     }
 }
