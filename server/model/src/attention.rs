@@ -844,11 +844,11 @@ mod vector {
         acc
     }
 
-    /// The registers the softmax's exponentials are taken on: a [`Lanes`] vector, or on
-    /// AVX-512 a register of two. [`exp_lanes`] gives each lane the same bits at any width,
-    /// and the weights are still summed an eight at a time in order, so the width never
-    /// changes a result. (On AVX-512 the exponentials took a fifth of a long prefill's
-    /// attention on eight lanes.)
+    /// The registers the softmax's maximum and exponentials are taken on: a [`Lanes`] vector,
+    /// or on AVX-512 a register of two. [`exp_lanes`] gives each lane the same bits at any
+    /// width, and the weights are still summed eight at a time in order, so the width never
+    /// changes a result. (On AVX-512 the softmax took about a sixth of a long pass's attention
+    /// on eight lanes; measured.)
     trait ExpOn<L: Lanes>: Steps {
         /// Adds the register's eights to `sum`, one after the other.
         unsafe fn add_eights(sum: L::V, v: Self::V) -> L::V;
@@ -880,7 +880,8 @@ mod vector {
         for register in registers.by_ref() {
             max_wide = E::max(max_wide, E::load(register.as_ptr()));
         }
-        // The largest of the lanes and the rest, in any order: a maximum is exact.
+        // The largest of the lanes and the rest, in any order: a maximum is exact. (No
+        // register is wider than 16 lanes; a wider one would fail the slice below.)
         let mut lanes = [f32::NEG_INFINITY; 16];
         E::store(lanes[..E::WIDTH].as_mut_ptr(), max_wide);
         let max = lanes.into_iter().chain(registers.remainder().iter().copied()).fold(f32::NEG_INFINITY, f32::max);

@@ -5,7 +5,8 @@
 //! one-token pass, one CPU class or another). A library `expf` has no vector twin, so
 //! [`exp`] is written with steps that every instruction set rounds the same way (IEEE
 //! additions, multiplications, fused multiply-adds, rounding to an integer), and
-//! [`exp_lanes`] takes the same steps on every lane of a vector register. Attention's softmax and the MLP's SiLU use them.
+//! [`exp_lanes`] takes the same steps on every lane of a vector register. Attention's
+//! softmax and the MLP's SiLU use them.
 
 /// `((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7))`: how eight partial sums are combined.
 #[inline(always)]
