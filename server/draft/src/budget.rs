@@ -17,8 +17,20 @@ pub trait BudgetPolicy: Send {
     fn select(&mut self, tree: &DraftTree, _cache_len: usize) -> Vec<usize> {
         (1..tree.len()).collect()
     }
-    /// Feedback after verification: the verified tree and the accepted path.
-    fn observe(&mut self, _tree: &DraftTree, _path: &[usize]) {}
+    /// Feedback after verification: the step's [`Verified`] outcome.
+    fn observe(&mut self, _step: &Verified<'_>) {}
+}
+
+/// What one step's verification showed.
+pub struct Verified<'a> {
+    /// The tree drafted under the limits, before [`BudgetPolicy::select`] cut it.
+    pub pool: &'a DraftTree,
+    /// The tree verified: `pool` or the part of it that `select` kept.
+    pub tree: &'a DraftTree,
+    /// The accepted path in `tree`, from its root.
+    pub path: &'a [usize],
+    /// The model's token after the path.
+    pub next: u32,
 }
 
 /// A budget that never changes.
@@ -144,7 +156,7 @@ const BUCKETS: usize = Source::ALL.len()
     * AGREEMENT_BUCKETS;
 
 /// Groups of buckets: source x depth x place among siblings x agreement (a
-/// bucket without its share and match length). A bucket with few verified
+/// bucket without its share and match length). A bucket with few counted
 /// nodes of its own leans on its group's rate.
 const GROUPS: usize = Source::ALL.len() * DEPTH_BUCKETS * SIBLING_BUCKETS * AGREEMENT_BUCKETS;
 /// Verified nodes' worth of weight that a bucket's rate gives its group's rate.
@@ -273,7 +285,8 @@ impl CostAwareBudget {
         (self.accepted[bucket] + BUCKET_PRIOR * group_rate) / (self.tried[bucket] + BUCKET_PRIOR)
     }
 
-    /// Counts one verified node of `bucket` whose parent was accepted.
+    /// Counts one drafted node of `bucket` whose parent was accepted: `accepted` if it
+    /// carried the model's choice.
     fn count(&mut self, bucket: usize, accepted: bool) {
         let group = Self::group(bucket);
         self.tried[bucket] += 1.0;
@@ -285,8 +298,8 @@ impl CostAwareBudget {
     }
 }
 
-/// What a cost-aware budget learned: per bucket, the nodes verified with an
-/// accepted parent and how many of them were accepted. Carried from one
+/// What a cost-aware budget learned: per bucket, the drafted nodes with an
+/// accepted parent and how many of them carried the model's choice. Carried from one
 /// process to the next so a fresh one does not start from zero.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AcceptanceCounts {
@@ -363,17 +376,27 @@ impl BudgetPolicy for CostAwareBudget {
         order
     }
 
-    fn observe(&mut self, tree: &DraftTree, path: &[usize]) {
+    /// Learns from every drafted node whose parent the model accepted, verified or not: the
+    /// accepted tokens and the model's next one tell which child it would have taken.
+    /// Learning from the verified nodes alone, a bucket's rate was what its few chosen nodes
+    /// earned, and passes brought fewer tokens than their nodes' rates promised.
+    fn observe(&mut self, step: &Verified<'_>) {
+        let Verified { pool, tree, path, next } = *step;
         let passes = self.cost.cost(tree.len(), self.cache_len) / self.cost.cost(1, self.cache_len);
         self.speed.add(path.len() as f64, passes);
-        let mut on_path = vec![false; tree.len()];
-        for &node in path {
-            on_path[node] = true;
+        let mut accepted = vec![false; pool.len()];
+        accepted[0] = true;
+        let mut deepest = 0;
+        for &node in &path[1..] {
+            let child =
+                pool.child_with_token(deepest, tree.tokens[node]).expect("the verified tree is part of the pool");
+            (accepted[child], deepest) = (true, child);
         }
-        for node in 1..tree.len() {
-            let parent = tree.parents[node].expect("non-root node");
-            if on_path[parent] {
-                self.count(Self::bucket(tree, node), on_path[node]);
+        let taken_next = pool.child_with_token(deepest, next);
+        for node in 1..pool.len() {
+            let parent = pool.parents[node].expect("non-root node");
+            if accepted[parent] {
+                self.count(Self::bucket(pool, node), accepted[node] || taken_next == Some(node));
             }
         }
     }
@@ -384,6 +407,12 @@ mod tests {
     use super::*;
     use crate::drafter::Candidate;
     use crate::tree::build;
+
+    /// Feeds `budget` the verification of the whole of `tree`, accepting `path`, the model's
+    /// next token one the tree does not hold.
+    fn observe(budget: &mut CostAwareBudget, tree: &DraftTree, path: &[usize]) {
+        budget.observe(&Verified { pool: tree, tree, path, next: u32::MAX });
+    }
 
     /// A budget whose cost does not depend on the cache length.
     fn budget(points: Vec<(usize, f64)>, max_nodes: usize, max_depth: usize) -> CostAwareBudget {
@@ -398,7 +427,7 @@ mod tests {
         let accepted: Vec<usize> = (1..tree.len()).filter(|&n| tree.sources[n] == source).collect();
         let path: Vec<usize> = std::iter::once(0).chain(accepted.iter().copied()).collect();
         for _ in 0..50 {
-            budget.observe(tree, &path);
+            observe(budget, tree, &path);
         }
         let mut selected = budget.select(tree, 256);
         selected.sort();
@@ -457,7 +486,7 @@ mod tests {
         let mut budget = CostAwareBudget::new(CostModel::new(vec![(256, short), (2048, long)]).unwrap(), 8, 8);
         let tree = chain(&[1, 2, 3, 4, 5, 6, 7]);
         for _ in 0..20 {
-            budget.observe(&tree, &[0, 1, 2]);
+            observe(&mut budget, &tree, &[0, 1, 2]);
         }
         assert_eq!(budget.select(&tree, 256).len(), 7);
         assert!(budget.select(&tree, 2048).len() < 7);
@@ -468,7 +497,7 @@ mod tests {
         let mut budget = budget(vec![(1, 10.0), (8, 80.0)], 8, 8);
         let tree = chain(&[1, 2, 3, 4, 5, 6, 7]);
         for _ in 0..20 {
-            budget.observe(&tree, &[0, 1, 2]);
+            observe(&mut budget, &tree, &[0, 1, 2]);
         }
         let learned = budget.counts();
         assert!(budget.select(&tree, 256).len() < 7, "a steep curve cuts the tree");
@@ -489,7 +518,7 @@ mod tests {
         let tree = chain(&[1, 2, 3]);
         assert!(!budget.select(&tree, 256).is_empty(), "unknown drafts are worth a try");
         for _ in 0..50 {
-            budget.observe(&tree, &[0]);
+            observe(&mut budget, &tree, &[0]);
         }
         assert!(budget.select(&tree, 256).is_empty());
     }
@@ -499,7 +528,7 @@ mod tests {
         let mut budget = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
         let tree = chain(&[1, 2, 3, 4]);
         for _ in 0..50 {
-            budget.observe(&tree, &[0, 1, 2, 3, 4]);
+            observe(&mut budget, &tree, &[0, 1, 2, 3, 4]);
         }
         assert_eq!(budget.select(&tree, 256).len(), 4);
     }
@@ -535,13 +564,13 @@ mod tests {
         let mut budget = budget(vec![(1, 10.0), (2, 12.0), (8, 40.0)], 8, 8);
         let weak = build(0, &[Candidate { tokens: vec![1], weight: 1.0, source: Source::Common, matched: 2 }], 64, 16);
         for step in 0..30 {
-            budget.observe(&weak, if step % 10 < 3 { &[0, 1] } else { &[0] });
+            observe(&mut budget, &weak, if step % 10 < 3 { &[0, 1] } else { &[0] });
         }
         // One chance in three for a fifth more time: better than one token a pass.
         assert_eq!(budget.select(&weak, 256), vec![1]);
         let strong = chain_matched(&[5, 6, 7, 8], 12);
         for _ in 0..40 {
-            budget.observe(&strong, &[0, 1, 2, 3, 4]);
+            observe(&mut budget, &strong, &[0, 1, 2, 3, 4]);
         }
         assert_eq!(budget.select(&strong, 256).len(), 4);
         // Now a pass brings about two tokens for its time: the weak draft costs more than it brings.
@@ -553,7 +582,7 @@ mod tests {
         let mut trained = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
         let tree = chain(&[1, 2, 3]);
         for _ in 0..50 {
-            trained.observe(&tree, &[0]);
+            observe(&mut trained, &tree, &[0]);
         }
         let mut fresh = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
         assert!(!fresh.select(&tree, 256).is_empty());
@@ -579,8 +608,8 @@ mod tests {
         let mut budget = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
         let (short, long) = (chain_matched(&[1, 2, 3, 4], 2), chain_matched(&[1, 2, 3, 4], 12));
         for _ in 0..50 {
-            budget.observe(&short, &[0]);
-            budget.observe(&long, &[0, 1, 2, 3, 4]);
+            observe(&mut budget, &short, &[0]);
+            observe(&mut budget, &long, &[0, 1, 2, 3, 4]);
         }
         assert!(budget.select(&short, 256).is_empty());
         assert_eq!(budget.select(&long, 256).len(), 4);
@@ -593,8 +622,8 @@ mod tests {
         let alone = build(0, &[from(Source::Repository)], 64, 16);
         let agreed = build(0, &[from(Source::Repository), from(Source::Prompt)], 64, 16);
         for _ in 0..50 {
-            budget.observe(&alone, &[0]);
-            budget.observe(&agreed, &[0, 1, 2, 3, 4]);
+            observe(&mut budget, &alone, &[0]);
+            observe(&mut budget, &agreed, &[0, 1, 2, 3, 4]);
         }
         assert!(budget.select(&alone, 256).is_empty());
         assert_eq!(budget.select(&agreed, 256).len(), 4);
@@ -622,9 +651,31 @@ mod tests {
         let tree = build(0, &candidates, 64, 16);
         assert_eq!(tree.sibling_ranks, vec![0, 0, 1]);
         for _ in 0..50 {
-            budget.observe(&tree, &[0, 2]);
+            observe(&mut budget, &tree, &[0, 2]);
         }
         assert_eq!(budget.select(&tree, 256), vec![2]);
+    }
+
+    #[test]
+    fn drafts_left_unverified_learn_from_the_models_choice() {
+        let mut taught = budget(vec![(1, 10.0), (2, 12.0), (3, 30.0)], 8, 8);
+        let guess = |token, weight| Candidate { tokens: vec![token], weight, source: Source::Repository, matched: 2 };
+        // The model always takes the second guess, which the budget never verifies at first.
+        let pool = build(0, &[guess(1, 3.0), guess(2, 1.0)], 64, 16);
+        let first = pool.keep(&[1]);
+        for _ in 0..50 {
+            taught.observe(&Verified { pool: &pool, tree: &first, path: &[0], next: pool.tokens[2] });
+        }
+        let [first_guess, second_guess] = buckets(&pool)[..] else { panic!("two nodes") };
+        assert!(taught.rate(first_guess) < 0.1, "{}", taught.rate(first_guess));
+        assert!(taught.rate(second_guess) > 0.9, "{}", taught.rate(second_guess));
+        assert_eq!(taught.select(&pool, 256), vec![2]);
+        // The model's choice outside the pool teaches the pool's nodes that they were not it.
+        let mut unseen = budget(vec![(1, 10.0), (2, 12.0), (3, 30.0)], 8, 8);
+        for _ in 0..50 {
+            unseen.observe(&Verified { pool: &pool, tree: &first, path: &[0], next: 7 });
+        }
+        assert!(buckets(&pool).iter().all(|&bucket| unseen.rate(bucket) < 0.1));
     }
 
     /// The buckets of a tree's nodes, in node order.
@@ -639,7 +690,7 @@ mod tests {
         // Second guesses of the repository store (a quarter of the weight) never pass.
         let seen = build(0, &[guess(1, 3.0, Source::Repository), guess(2, 1.0, Source::Repository)], 64, 16);
         for _ in 0..40 {
-            budget.observe(&seen, &[0, 1]);
+            observe(&mut budget, &seen, &[0, 1]);
         }
         // A second guess with half the weight is another bucket of the same group.
         let new = build(0, &[guess(3, 1.0, Source::Repository), guess(4, 1.0, Source::Repository)], 64, 16);
@@ -657,7 +708,7 @@ mod tests {
         let mut budget = budget(vec![(1, 10.0), (8, 24.0)], 8, 8);
         let seen = chain_matched(&[1], 2);
         for _ in 0..10 {
-            budget.observe(&seen, &[0]);
+            observe(&mut budget, &seen, &[0]);
         }
         let untried = chain_matched(&[1], 7);
         assert_ne!(buckets(&seen), buckets(&untried));
@@ -670,7 +721,7 @@ mod tests {
         let tree =
             build(0, &[Candidate { tokens: vec![1, 2], weight: 1.0, source: Source::Prompt, matched: 4 }], 64, 16);
         for _ in 0..5 {
-            learned.observe(&tree, &[0, 1]);
+            observe(&mut learned, &tree, &[0, 1]);
         }
         let mut restored = budget(vec![(1, 10.0), (8, 24.0)], 8, 8);
         assert!(restored.restore(learned.counts()));

@@ -2,7 +2,7 @@
 //! the statistics of a request. Generic over the model so it can be tested
 //! with a toy model; the daemon plugs in the candle runtime.
 
-use crate::budget::BudgetPolicy;
+use crate::budget::{BudgetPolicy, Verified};
 use crate::cancel::{CancelToken, Cancelled};
 use crate::drafter::{AcceptedDraft, Candidate, Drafter, VerifiedStep};
 use crate::parked::{keeps_most, shared_prefix, ParkedCaches};
@@ -10,6 +10,7 @@ use crate::tree::{self, DraftTree};
 use crate::verify::{self, SamplingParams};
 use anyhow::Result;
 use rand::{rngs::StdRng, SeedableRng};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -486,11 +487,11 @@ impl<M: TreeModel> Session<M> {
                 }
             }
             let remaining = options.max_new_tokens - output.len();
-            let mut tree = tree::build(pending, &candidates, node_budget, max_depth.min(remaining).min(room));
-            let selected = budget.select(&tree, self.model.cache_len());
-            if selected.len() + 1 < tree.len() {
-                tree = tree.keep(&selected);
-            }
+            let pool = tree::build(pending, &candidates, node_budget, max_depth.min(remaining).min(room));
+            let selected = budget.select(&pool, self.model.cache_len());
+            let tree =
+                if selected.len() + 1 < pool.len() { Cow::Owned(pool.keep(&selected)) } else { Cow::Borrowed(&pool) };
+            let tree = tree.as_ref();
             stats.draft_ms += ms_since(draft_started);
 
             stats.passes.push((tree.len(), self.model.cache_len()));
@@ -501,19 +502,19 @@ impl<M: TreeModel> Session<M> {
             stats.forward_steps += 1;
             stats.tree_nodes += tree.len();
             let verdict = match (&options.sampling, rng.as_mut()) {
-                (Some(params), Some(rng)) => verify::verify_sampling(&tree, &logits, vocab, params, rng),
-                _ => verify::verify_greedy(&tree, &logits, vocab),
+                (Some(params), Some(rng)) => verify::verify_sampling(tree, &logits, vocab, params, rng),
+                _ => verify::verify_greedy(tree, &logits, vocab),
             };
             self.model.keep_path(&verdict.path).map_err(DecodeError::Model)?;
             self.cached.push(pending);
             let accepted: Vec<u32> = verdict.path[1..].iter().map(|&n| tree.tokens[n]).collect();
             self.cached.extend_from_slice(&accepted);
-            budget.observe(&tree, &verdict.path);
-            record_acceptance(&mut stats, &tree, &verdict.path);
+            budget.observe(&Verified { pool: &pool, tree, path: &verdict.path, next: verdict.bonus });
+            record_acceptance(&mut stats, tree, &verdict.path);
 
             if let Some(drafter) = drafter.as_deref_mut() {
                 let observe_started = Instant::now();
-                let step = VerifiedStep { tree: &tree, path: &verdict.path, logits: &logits, vocab };
+                let step = VerifiedStep { tree, path: &verdict.path, logits: &logits, vocab };
                 drafter.observe_verified(&context, &step);
                 let accepted_draft = verdict
                     .path
