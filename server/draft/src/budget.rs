@@ -138,13 +138,15 @@ fn piecewise_linear(points: &[(usize, f64)], x: usize) -> f64 {
 }
 
 /// Buckets of the acceptance model: source x share of the parent's weight x
-/// depth x length of the context match that found the draft x place among
+/// depth x length of the context match that found the draft (for prompt
+/// lookup, how far its occurrence runs: 16 tokens or more, the text repeats
+/// itself and whole drafts pass) x place among
 /// its siblings (first, second, later: the model picks one child at most, and
 /// a second guess at the same position is accepted far less often than its
 /// share of the weight suggests) x whether other sources propose it too.
 const SHARE_EDGES: [f32; 5] = [0.1, 0.25, 0.5, 0.75, 0.95];
 const DEPTH_BUCKETS: usize = 3;
-const MATCH_EDGES: [usize; 3] = [3, 5, 9];
+const MATCH_EDGES: [usize; 4] = [3, 5, 9, 16];
 const SIBLING_BUCKETS: usize = 3;
 /// One source, or several proposing the same node.
 const AGREEMENT_BUCKETS: usize = 2;
@@ -159,7 +161,7 @@ const BUCKETS: usize = Source::ALL.len()
 /// bucket without its share and match length). A bucket with few counted
 /// nodes of its own leans on its group's rate.
 const GROUPS: usize = Source::ALL.len() * DEPTH_BUCKETS * SIBLING_BUCKETS * AGREEMENT_BUCKETS;
-/// Verified nodes' worth of weight that a bucket's rate gives its group's rate.
+/// Counted nodes' worth of weight that a bucket's rate gives its group's rate.
 const BUCKET_PRIOR: f64 = 2.0;
 /// Verified nodes' worth of weight that a group's rate gives 1/2: tens of misses
 /// are needed before a kind of draft stops being tried.
