@@ -65,8 +65,7 @@ pub struct Found {
     pub tokens: Vec<u32>,
     /// How many tokens before that occurrence's end equal the context's last ones, up to
     /// [`LONGEST_RUN`]: past the `max_ngram` that found it, a long run says the text is
-    /// repeating itself, and its drafts are accepted far more often (the budget's buckets
-    /// tell runs of 16 apart).
+    /// repeating itself (the budget prices runs of 16 or more apart from shorter ones).
     pub run: usize,
 }
 
