@@ -139,8 +139,8 @@ fn piecewise_linear(points: &[(usize, f64)], x: usize) -> f64 {
 
 /// Buckets of the acceptance model: source x share of the parent's weight x
 /// depth x length of the context match that found the draft (for prompt
-/// lookup, how far its occurrence runs: 16 tokens or more, the text repeats
-/// itself and whole drafts pass) x place among
+/// lookup, how far its occurrence runs: a run of 16 or more says the text
+/// repeats itself) x place among
 /// its siblings (first, second, later: the model picks one child at most, and
 /// a second guess at the same position is accepted far less often than its
 /// share of the weight suggests) x whether other sources propose it too.

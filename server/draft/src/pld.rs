@@ -35,7 +35,7 @@ impl PromptLookup {
         // Ends of the earlier occurrences of the longest suffix found so far, newest first.
         let (mut matched, mut ends) = (0, Vec::new());
         for end in (1..len).rev() {
-            let length = (0..longest.min(end)).take_while(|&k| context[end - 1 - k] == context[len - 1 - k]).count();
+            let length = match_length(context, end, longest);
             if length < shortest.max(matched) {
                 continue;
             }
@@ -48,7 +48,7 @@ impl PromptLookup {
         for end in ends {
             let follow = &context[end..(end + self.draft_len).min(len)];
             if !follow.is_empty() && !drafts.iter().any(|d| d.tokens == follow) {
-                drafts.push(Found { tokens: follow.to_vec(), run: run_length(context, end) });
+                drafts.push(Found { tokens: follow.to_vec(), run: match_length(context, end, LONGEST_RUN) });
                 if drafts.len() == self.max_branches {
                     break;
                 }
@@ -72,10 +72,10 @@ pub struct Found {
 /// Longest run [`Found::run`] measures.
 const LONGEST_RUN: usize = 16;
 
-/// How many tokens before `end` equal the context's last ones (at most [`LONGEST_RUN`]).
-fn run_length(context: &[u32], end: usize) -> usize {
+/// How many tokens before `end` equal the context's last ones, at most `cap`.
+fn match_length(context: &[u32], end: usize, cap: usize) -> usize {
     let len = context.len();
-    (0..LONGEST_RUN.min(end)).take_while(|&k| context[end - 1 - k] == context[len - 1 - k]).count()
+    (0..cap.min(end)).take_while(|&k| context[end - 1 - k] == context[len - 1 - k]).count()
 }
 
 impl Drafter for PromptLookup {
