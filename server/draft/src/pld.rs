@@ -126,8 +126,9 @@ mod tests {
         assert_eq!(drafts(&pld, &[1, 2, 1, 2]), vec![vec![1, 2]]);
     }
 
-    /// The scan per suffix length, longest first, that one pass replaces.
-    fn lookup_per_length(pld: &PromptLookup, context: &[u32]) -> Vec<Vec<u32>> {
+    /// The scan per suffix length, longest first, that one pass replaces: the suffix's
+    /// length and the drafts.
+    fn lookup_per_length(pld: &PromptLookup, context: &[u32]) -> (usize, Vec<Vec<u32>>) {
         let len = context.len();
         for n in (pld.min_ngram.max(1)..=pld.max_ngram.min(len.saturating_sub(1))).rev() {
             let suffix = &context[len - n..];
@@ -139,10 +140,10 @@ mod tests {
                 }
             }
             if !drafts.is_empty() {
-                return drafts;
+                return (n, drafts);
             }
         }
-        Vec::new()
+        (0, Vec::new())
     }
 
     #[test]
@@ -155,7 +156,11 @@ mod tests {
                     PromptLookup::default(),
                     PromptLookup { max_ngram: 3, min_ngram: 1, draft_len: 2, max_branches: 3 },
                 ] {
-                    assert_eq!(drafts(&pld, &context), lookup_per_length(&pld, &context), "alphabet {alphabet}");
+                    let (suffix, expected) = lookup_per_length(&pld, &context);
+                    assert_eq!(drafts(&pld, &context), expected, "alphabet {alphabet}");
+                    // Each occurrence's run, cut at the longest suffix tried, is the suffix found.
+                    let longest = pld.max_ngram.min(context.len() - 1);
+                    assert!(pld.lookup(&context).iter().all(|f| f.run.min(longest) == suffix), "alphabet {alphabet}");
                 }
             }
         }
