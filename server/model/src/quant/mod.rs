@@ -1340,21 +1340,33 @@ mod tests {
     /// (4-bit, and Q8_0 as its output matrix), small enough to stay in L2, times 1 to 16
     /// input rows on one thread. Tree passes are bound by this arithmetic, one-token passes
     /// by [`streaming_speed`].
+    ///
+    /// `COPILOTD_COMPUTE_CASE` (a case as printed, say `avx2 Q4_1 2048x576x8`) runs that case
+    /// alone, one batch, and prints how many multiplies it ran: under
+    /// `valgrind --tool=callgrind` the kernel's instructions per product then count exactly,
+    /// where a shared machine's timings move by a third.
     #[test]
     #[ignore]
     fn compute_speed() {
+        let only = std::env::var("COPILOTD_COMPUTE_CASE").ok();
         for (rows, cols) in [(2_048, 576), (576, 1_536)] {
             let x = values(cols * 16, 9);
             for kernel in Kernel::supported().into_iter().filter(|&k| k != Kernel::Portable) {
-                for w in every_code(rows, cols, 5, kernel) {
+                // The codes of `every_code`, in its order.
+                for (w, code) in every_code(rows, cols, 5, kernel).iter().zip(["Q8_0-quantized", "Q8_0", "Q4_1"]) {
                     for m in [1, 4, 8, 16] {
+                        let case = format!("{kernel} {code} {rows}x{cols}x{m}");
+                        if only.as_ref().is_some_and(|only| *only != case) {
+                            continue;
+                        }
                         let input = w.quantize_input(&x[..cols * m], m);
                         let mut out = vec![0f32; m * rows];
                         // The best of five batches of about 30 ms each: a shared machine's
                         // bursts of other work fall into some batches, not all.
-                        let repeats = 1_000_000_000 / (rows * cols * m);
+                        let (repeats, batches) =
+                            (1_000_000_000 / (rows * cols * m), if only.is_some() { 1 } else { 5 });
                         w.multiply(&input, &mut out, 0..rows);
-                        let seconds = (0..5)
+                        let seconds = (0..batches)
                             .map(|_| {
                                 let started = std::time::Instant::now();
                                 for _ in 0..repeats {
@@ -1364,10 +1376,10 @@ mod tests {
                             })
                             .fold(f64::INFINITY, f64::min);
                         let products = (rows * cols * m) as f64 / seconds / 1e9;
-                        let code = if w.input_form() == InputForm::Bytes { "Q8_0" } else { "4-bit (Q4_1)" };
                         println!(
-                            "{kernel} {code} {rows}×{cols}, {m} input rows: {:.1} µs, {products:.0} G products/s",
-                            seconds * 1e6
+                            "{case}: {:.1} µs, {products:.0} G products/s ({} multiplies)",
+                            seconds * 1e6,
+                            1 + batches * repeats
                         );
                     }
                 }
