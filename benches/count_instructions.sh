@@ -22,5 +22,5 @@ fi
 # Every kernel entry point's own instructions and those inlined into it.
 instructions="$(callgrind_annotate "$counts" |
     awk '/copilotd_model::quant::[a-z0-9]+::multiply[a-z0-9_]*$/ { gsub(",", "", $1); sum += $1 } END { print sum + 0 }')"
-awk -v i="$instructions" -v n="$multiplies" -v r="$rows" -v c="$cols" -v m="$inputs" -v case="$case" \
-    'BEGIN { printf "%s: %.0f instructions per 1,000 products (%d multiplies)\n", case, 1000 * i / (n * r * c * m), n }'
+awk -v i="$instructions" -v n="$multiplies" -v r="$rows" -v c="$cols" -v m="$inputs" -v label="$case" \
+    'BEGIN { printf "%s: %.0f instructions per 1,000 products (%d multiplies)\n", label, 1000 * i / (n * r * c * m), n }'
