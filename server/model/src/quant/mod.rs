@@ -1354,7 +1354,7 @@ mod tests {
             for kernel in Kernel::supported().into_iter().filter(|&k| k != Kernel::Portable) {
                 // The codes of `every_code`, in its order.
                 for (w, code) in every_code(rows, cols, 5, kernel).iter().zip(["Q8_0-quantized", "Q8_0", "Q4_1"]) {
-                    for m in [1, 4, 8, 16] {
+                    for m in [1, 2, 3, 4, 8, 16] {
                         let case = format!("{kernel} {code} {rows}x{cols}x{m}");
                         if only.as_ref().is_some_and(|only| *only != case) {
                             continue;
