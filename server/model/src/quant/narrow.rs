@@ -577,7 +577,7 @@ unsafe fn block<E: Engine, C: Code<E>, const R: usize, const G: usize>(
     let mut lanes = [[[0f32; LANES]; G]; R];
     // Blocks that ask for lines ahead and blocks that do not run copies of their own, so that
     // neither tests at every step whether to ask: 4–6% fewer instructions with 2 to 16 input
-    // rows, 14% with one (AVX2, 4-bit weights, counted by callgrind).
+    // rows, 14–17% with one (AVX2, 4-bit weights, counted by callgrind).
     if rows.prefetched.is_some() {
         block_parts(w, &rows, &mut lanes);
     } else {
