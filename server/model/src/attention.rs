@@ -638,7 +638,13 @@ mod vector {
         let mut start = 0;
         while start < work.cached() {
             let end = (start + SCORE_CHUNK).min(work.cached());
-            F::fold_rows(q, keys, start..end, &mut folded);
+            // Rows of 64 elements (the default model's heads) with the width a constant: each
+            // score's loop over the row unrolls, without a counter or address arithmetic.
+            if keys.width == 64 {
+                F::fold_rows(q, Keys { width: 64, ..keys }, start..end, &mut folded);
+            } else {
+                F::fold_rows(q, keys, start..end, &mut folded);
+            }
             for (row, folded) in rows.iter_mut().zip(&folded) {
                 finish_scores::<L>(folded, work.scale, &mut row[start..end]);
             }
@@ -921,24 +927,35 @@ mod vector {
         /// [`Sums::write`] for the group's size.
         #[inline(always)]
         unsafe fn write_group<T: Tile, const V: usize>(&self, outs: &mut [&mut [f32]]) {
+            // Planes of 32 elements (the default model's heads of 64) with the width a constant:
+            // the loop over the cache rows then steps without address arithmetic.
+            match self.work.plane_width() {
+                32 => self.write_sized::<T, V>(outs, 32),
+                w => self.write_sized::<T, V>(outs, w),
+            }
+        }
+
+        /// [`Sums::write`] for the group's size, planes of `w` elements.
+        #[inline(always)]
+        unsafe fn write_sized<T: Tile, const V: usize>(&self, outs: &mut [&mut [f32]], w: usize) {
             match self.weights.len() {
-                6 => self.write::<T, 6, V>(outs),
-                5 => self.write::<T, 5, V>(outs),
-                4 => self.write::<T, 4, V>(outs),
-                3 => self.write::<T, 3, V>(outs),
-                2 => self.write::<T, 2, V>(outs),
-                _ => self.write::<T, 1, V>(outs),
+                6 => self.write::<T, 6, V>(outs, w),
+                5 => self.write::<T, 5, V>(outs, w),
+                4 => self.write::<T, 4, V>(outs, w),
+                3 => self.write::<T, 3, V>(outs, w),
+                2 => self.write::<T, 2, V>(outs, w),
+                _ => self.write::<T, 1, V>(outs, w),
             }
         }
 
         /// `out_r = inverse_r · Σ weights_r[j] · value_j` over the cache rows, then query
-        /// `r`'s pending rows, for the elements of the planes, `T::WIDTH · V` at a time (a
-        /// slice's registers may come from two planes: each lies within one), `Q` queries per
-        /// loaded row.
+        /// `r`'s pending rows, for the elements of the planes (`w` each), `T::WIDTH · V` at a
+        /// time (a slice's registers may come from two planes: each lies within one), `Q`
+        /// queries per loaded row.
         #[inline(always)]
-        unsafe fn write<T: Tile, const Q: usize, const V: usize>(&self, outs: &mut [&mut [f32]]) {
+        unsafe fn write<T: Tile, const Q: usize, const V: usize>(&self, outs: &mut [&mut [f32]], w: usize) {
             let kv = self.work.kv;
-            let (d, w, cached) = (kv.head_dim, self.work.plane_width(), self.work.cached());
+            let (d, cached) = (kv.head_dim, self.work.cached());
             let pending_values = kv.pending_values.as_ptr().add(self.planes.start * w);
             let width = T::WIDTH;
             let mut weights = [std::ptr::null(); Q];
@@ -1022,6 +1039,15 @@ mod tests {
             value_planes: (0..value_planes(d)).map(plane).collect(),
             pending: [rounded(pk), rounded(pv)],
         }
+    }
+
+    /// `cached` cache rows and `pending` pending rows of `d` elements, and `n` queries, from a
+    /// fixed sequence of values between −1 and 1.
+    fn sample(d: usize, cached: usize, pending: usize, n: usize) -> (Stored, Vec<Vec<f32>>) {
+        let value = |i: usize, seed: usize| (((i * 2654435761 + seed) % 1009) as f32 / 300.0 - 1.6).sin();
+        let rows = |count: usize, seed: usize| -> Vec<f32> { (0..count * d).map(|i| value(i, seed)).collect() };
+        let stored = stored(&rows(cached, 1), &rows(cached, 2), &rows(pending, 3), &rows(pending, 4), d);
+        (stored, (0..n).map(|r| (0..d).map(|i| value(i, 10 + r)).collect()).collect())
     }
 
     #[test]
@@ -1117,6 +1143,56 @@ mod tests {
         }
     }
 
+    /// Attention speed of one kv head's block on one thread (measured, never asserted): the
+    /// query heads of 1, 2, 4 and 16 tree nodes (three per kv head, as the default model has)
+    /// against 512 and 2,048 cache rows of 64 elements, each node seeing its ancestors among
+    /// the pending rows. `COPILOTD_ATTENTION_CASE` (a case as printed, say
+    /// `avx2 attention 12x2048`) runs that case alone and prints how many blocks it ran, so
+    /// that `benches/count_instructions.sh` counts the instructions per query and cache row
+    /// under callgrind, as `compute_speed` does for the weight products.
+    #[test]
+    #[ignore]
+    fn attention_speed() {
+        const D: usize = 64;
+        const HEADS_PER_KV_HEAD: usize = 3;
+        let only = std::env::var("COPILOTD_ATTENTION_CASE").ok();
+        for cached in [512, 2_048] {
+            for nodes in [1, 2, 4, 16] {
+                let n = nodes * HEADS_PER_KV_HEAD;
+                let (stored, q) = sample(D, cached, nodes, n);
+                let rows = stored.rows();
+                let queries: Vec<&[f32]> = q.iter().map(|x| &x[..]).collect();
+                let chains: Vec<Vec<usize>> = (0..nodes).map(|node| (0..=node).collect()).collect();
+                let pending: Vec<&[usize]> = (0..n).map(|r| &chains[r / HEADS_PER_KV_HEAD][..]).collect();
+                for kernel in Kernel::supported().into_iter().filter(|&k| k != Kernel::Portable) {
+                    let case = format!("{kernel} attention {n}x{cached}");
+                    if only.as_ref().is_some_and(|only| *only != case) {
+                        continue;
+                    }
+                    let mut out = vec![vec![0.0; D]; n];
+                    let mut scores = Vec::new();
+                    let mut run = || {
+                        let mut outs: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[..]).collect();
+                        attend_block(kernel, &queries, &pending, &rows, 0.125, &mut scores, &mut outs);
+                    };
+                    // The best of five batches of about 30 ms each, as in `compute_speed`.
+                    let (repeats, batches) = (300_000_000 / (n * cached * D), if only.is_some() { 1 } else { 5 });
+                    run();
+                    let seconds = (0..batches)
+                        .map(|_| {
+                            let started = std::time::Instant::now();
+                            for _ in 0..repeats {
+                                run();
+                            }
+                            started.elapsed().as_secs_f64() / repeats as f64
+                        })
+                        .fold(f64::INFINITY, f64::min);
+                    println!("{case}: {:.1} µs ({} blocks)", seconds * 1e6, 1 + batches * repeats);
+                }
+            }
+        }
+    }
+
     #[test]
     fn every_kernel_matches_the_portable_path_bit_for_bit() {
         // Pending rows, and a list of them longer than a chunk of scores, out of order.
@@ -1136,14 +1212,8 @@ mod tests {
             // A long pass's block (16 nodes of 3 query heads), several chunks of cache rows.
             (64, 131, 48),
         ] {
-            let value = |i: usize, seed: usize| (((i * 2654435761 + seed) % 1009) as f32 / 300.0 - 1.6).sin();
-            let keys: Vec<f32> = (0..cached * d).map(|i| value(i, 1)).collect();
-            let values: Vec<f32> = (0..cached * d).map(|i| value(i, 2)).collect();
-            let pk: Vec<f32> = (0..PENDING * d).map(|i| value(i, 3)).collect();
-            let pv: Vec<f32> = (0..PENDING * d).map(|i| value(i, 4)).collect();
-            let stored = stored(&keys, &values, &pk, &pv, d);
+            let (stored, q) = sample(d, cached, PENDING, n);
             let rows = stored.rows();
-            let q: Vec<Vec<f32>> = (0..n).map(|r| (0..d).map(|i| value(i, 10 + r)).collect()).collect();
             let queries: Vec<&[f32]> = q.iter().map(|x| &x[..]).collect();
             let lists: [&[usize]; 6] = [&[0], &[0, 1], &[0, 1, 3], &[], &long[..9], &long];
             let pending: Vec<&[usize]> = (0..n).map(|r| lists[r % lists.len()]).collect();
