@@ -359,11 +359,18 @@ impl Span {
 /// The spans of a row `width` values wide, in order: full spans of `vectors`, then
 /// one-vector spans.
 fn spans(width: usize, vectors: usize) -> impl Iterator<Item = Span> {
-    let full = width / (vectors * VECTOR);
-    let tail = (width % (vectors * VECTOR)) / VECTOR;
-    (0..full)
-        .map(move |s| Span { start: s * vectors * VECTOR, vectors })
-        .chain((0..tail).map(move |t| Span { start: full * vectors * VECTOR + t * VECTOR, vectors: 1 }))
+    full_spans(width, vectors).chain(tail_spans(width, vectors))
+}
+
+/// The spans of [`spans`] that hold `vectors` vectors.
+fn full_spans(width: usize, vectors: usize) -> impl Iterator<Item = Span> {
+    (0..width / (vectors * VECTOR)).map(move |s| Span { start: s * vectors * VECTOR, vectors })
+}
+
+/// The one-vector spans of [`spans`], after the full ones.
+fn tail_spans(width: usize, vectors: usize) -> impl Iterator<Item = Span> {
+    let start = width / (vectors * VECTOR) * vectors * VECTOR;
+    (0..(width - start) / VECTOR).map(move |t| Span { start: start + t * VECTOR, vectors: 1 })
 }
 
 /// Weights put in the kernels' layout a range of rows (or super-blocks) at a time.

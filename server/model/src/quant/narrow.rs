@@ -255,6 +255,8 @@ pub(super) trait Code<E: Engine> {
     type Sums: Copy;
     /// How the code stores its block scales and mins.
     type Scale: Stored;
+    /// Vectors of a full span ([`SPAN_VECTORS`] or [`SIX_BIT_SPAN_VECTORS`]).
+    const SPAN_VECTORS: usize;
     /// Vectors of a full span one load brings.
     const STEP: usize;
     /// Whether a block of four input rows meets one weight row at a time.
@@ -300,6 +302,7 @@ impl<E: ByteWeights> Code<E> for Q8 {
     type Weights = E::Bytes;
     type Sums = E::Int;
     type Scale = f32;
+    const SPAN_VECTORS: usize = SPAN_VECTORS;
     const STEP: usize = 1;
     const ONE_ROW_FOR_FOUR: bool = E::PAIRED_WEIGHTS;
     const MINS: bool = false;
@@ -356,6 +359,7 @@ impl<E: NibbleWeights, S: FourBitStored> Code<E> for Q4<S> {
     type Weights = E::Nibbles;
     type Sums = E::Partial;
     type Scale = S;
+    const SPAN_VECTORS: usize = SPAN_VECTORS;
     const STEP: usize = 2;
     const ONE_ROW_FOR_FOUR: bool = false;
     const MINS: bool = true;
@@ -432,6 +436,7 @@ impl<E: NibbleWeights> Code<E> for Q6 {
     type Weights = E::Nibbles;
     type Sums = E::Int;
     type Scale = SubBlock;
+    const SPAN_VECTORS: usize = SIX_BIT_SPAN_VECTORS;
     const STEP: usize = 2;
     const ONE_ROW_FOR_FOUR: bool = false;
     const MINS: bool = true;
@@ -599,9 +604,10 @@ unsafe fn block_parts<E: Engine, C: Code<E>, const R: usize, const G: usize>(
     // Two weight rows' pointers, offset for a part, outgrow the registers in a loop over the
     // parts, and went to the stack. With `part` a constant in each copy, the offsets fold into
     // addresses: 13–16% fewer instructions for 576-wide 4-bit rows, 7–11% for 1,536-wide (AVX2,
-    // 2 to 16 input rows, counted by callgrind). One weight row ran 2–5% more instructions so,
-    // and keeps the loop; NEON's four parts are not measured and keep it too.
-    if R == 2 && E::PARTS == 2 {
+    // 2 to 16 input rows, counted by callgrind). Since full and tail spans run apart, one weight
+    // row by four input rows (Q8_0's) gains too (3–7%); one by one runs 2–4% more instructions
+    // so, and keeps the loop; NEON's four parts are not measured and keep it too.
+    if E::PARTS == 2 && R * G > 1 {
         block_part(w, rows, lanes, 0);
         block_part(w, rows, lanes, 1);
     } else {
@@ -625,76 +631,95 @@ struct BlockRows<E: Engine, C: Code<E>, const R: usize, const G: usize> {
 
 /// One part's lanes of a block: its sums over the whole row, written to that part's lanes in `lanes`.
 #[inline(always)]
-#[allow(clippy::needless_range_loop)] // indexed loops keep the arrays in registers (see below)
 unsafe fn block_part<E: Engine, C: Code<E>, const R: usize, const G: usize>(
     w: &QuantMatrix,
     rows: &BlockRows<E, C, R, G>,
     lanes: &mut [[[f32; LANES]; G]; R],
     part: usize,
 ) {
-    let lanes_per_part = LANES / E::PARTS;
-    let bytes_per_part = VECTOR / E::PARTS;
-    let BlockRows { w_rows, w_scales, x_rows, x_scales, x_corrections, x_min_terms, prefetched } = *rows;
     let mut acc = [[E::zero(); G]; R];
-    for (index, span) in w.spans().enumerate() {
-        // Loops over constant ranges with indices, not `array::from_fn` (its closure
-        // would miss the kernel's target features) nor iterator adaptors over arrays:
-        // unrolled, these keep every sum and weight in a register.
-        let lane_offset = index * LANES + part * lanes_per_part;
-        let mut sums = [[C::start(x_corrections[0].wrapping_add(lane_offset)); G]; R];
-        for i in 1..G {
-            let start = C::start(x_corrections[i].wrapping_add(lane_offset));
-            for j in 0..R {
-                sums[j][i] = start;
-            }
-        }
-        let vectors = span.vectors.min(C::STEP);
-        for step in 0..span.vectors / vectors {
-            // Each part asks for its share of the lines, so that memory keeps streaming
-            // while the later parts compute on lines already in L1.
-            if let (true, Some(next)) = ((index + step) % E::PARTS == part, prefetched) {
-                for row in next {
-                    C::prefetch(row, span, step);
-                }
-            }
-            let mut weights = [C::load(w_rows[0], span, step, part); R];
-            for j in 1..R {
-                weights[j] = C::load(w_rows[j], span, step, part);
-            }
-            let offset = span.start + step * vectors * VECTOR + part * bytes_per_part;
-            for i in 0..G {
-                let input = x_rows[i].add(offset);
-                for j in 0..R {
-                    sums[j][i] = C::dot(sums[j][i], weights[j], input, vectors);
-                }
-            }
-        }
-        let mut x_scale = [E::zero(); G];
-        for i in 0..G {
-            x_scale[i] = part_scales::<E, f32>(x_scales[i], span, part);
-        }
-        for j in 0..R {
-            let w_scale = part_scales::<E, C::Scale>(w_scales[j].0, span, part);
-            for i in 0..G {
-                acc[j][i] = E::accumulate(acc[j][i], C::finish(sums[j][i]), x_scale[i], w_scale);
-            }
-        }
-        if C::MINS {
-            let mut x_terms = [E::zero(); G];
-            for i in 0..G {
-                x_terms[i] = E::load(x_min_terms[i].add(lane_offset));
-            }
-            for j in 0..R {
-                let w_min = part_scales::<E, C::Scale>(w_scales[j].1, span, part);
-                for i in 0..G {
-                    acc[j][i] = E::fused(acc[j][i], w_min, x_terms[i]);
-                }
-            }
-        }
+    // Full spans and one-vector tail spans run in loops of their own, in the order of
+    // [`spans`], so that each copy of the span's work knows its size: the step
+    // count, the loads and the block values then fold to constants (AVX2, 4-bit weights,
+    // counted by callgrind: see `benches/README.md`).
+    debug_assert_eq!(w.input_form().span_vectors(), C::SPAN_VECTORS);
+    for (index, span) in full_spans(w.width, C::SPAN_VECTORS).enumerate() {
+        span_part(rows, &mut acc, index, span, part);
+    }
+    let full = w.width / (C::SPAN_VECTORS * VECTOR);
+    for (index, span) in tail_spans(w.width, C::SPAN_VECTORS).enumerate() {
+        span_part(rows, &mut acc, full + index, span, part);
     }
     for (lanes, acc) in lanes.iter_mut().zip(&acc) {
         for (lanes, acc) in lanes.iter_mut().zip(acc) {
-            E::store(*acc, lanes.as_mut_ptr().add(part * lanes_per_part));
+            E::store(*acc, lanes.as_mut_ptr().add(part * (LANES / E::PARTS)));
+        }
+    }
+}
+
+/// Adds the products of `span` (the row's span `index`) in part `part`'s lanes to `acc`.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // indexed loops keep the arrays in registers (see below)
+unsafe fn span_part<E: Engine, C: Code<E>, const R: usize, const G: usize>(
+    rows: &BlockRows<E, C, R, G>,
+    acc: &mut [[E::Float; G]; R],
+    index: usize,
+    span: Span,
+    part: usize,
+) {
+    let BlockRows { w_rows, w_scales, x_rows, x_scales, x_corrections, x_min_terms, prefetched } = *rows;
+    // Loops over constant ranges with indices, not `array::from_fn` (its closure
+    // would miss the kernel's target features) nor iterator adaptors over arrays:
+    // unrolled, these keep every sum and weight in a register.
+    let lane_offset = index * LANES + part * (LANES / E::PARTS);
+    let mut sums = [[C::start(x_corrections[0].wrapping_add(lane_offset)); G]; R];
+    for i in 1..G {
+        let start = C::start(x_corrections[i].wrapping_add(lane_offset));
+        for j in 0..R {
+            sums[j][i] = start;
+        }
+    }
+    let vectors = span.vectors.min(C::STEP);
+    for step in 0..span.vectors / vectors {
+        // Each part asks for its share of the lines, so that memory keeps streaming
+        // while the later parts compute on lines already in L1.
+        if let (true, Some(next)) = ((index + step) % E::PARTS == part, prefetched) {
+            for row in next {
+                C::prefetch(row, span, step);
+            }
+        }
+        let mut weights = [C::load(w_rows[0], span, step, part); R];
+        for j in 1..R {
+            weights[j] = C::load(w_rows[j], span, step, part);
+        }
+        let offset = span.start + step * vectors * VECTOR + part * (VECTOR / E::PARTS);
+        for i in 0..G {
+            let input = x_rows[i].add(offset);
+            for j in 0..R {
+                sums[j][i] = C::dot(sums[j][i], weights[j], input, vectors);
+            }
+        }
+    }
+    let mut x_scale = [E::zero(); G];
+    for i in 0..G {
+        x_scale[i] = part_scales::<E, f32>(x_scales[i], span, part);
+    }
+    for j in 0..R {
+        let w_scale = part_scales::<E, C::Scale>(w_scales[j].0, span, part);
+        for i in 0..G {
+            acc[j][i] = E::accumulate(acc[j][i], C::finish(sums[j][i]), x_scale[i], w_scale);
+        }
+    }
+    if C::MINS {
+        let mut x_terms = [E::zero(); G];
+        for i in 0..G {
+            x_terms[i] = E::load(x_min_terms[i].add(lane_offset));
+        }
+        for j in 0..R {
+            let w_min = part_scales::<E, C::Scale>(w_scales[j].1, span, part);
+            for i in 0..G {
+                acc[j][i] = E::fused(acc[j][i], w_min, x_terms[i]);
+            }
         }
     }
 }
