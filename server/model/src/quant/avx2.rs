@@ -99,6 +99,7 @@ macro_rules! float_ops {
         /// Sixteen registers: a group of six multiplied up to 14% slower than groups of four and
         /// two, and no faster on any shape (`avx2` forced on Zen 4).
         const LARGEST_GROUP: usize = 5;
+        const RELOAD_INPUTS: bool = true;
         type Int = __m256i;
         type Float = __m256;
 

@@ -128,6 +128,8 @@ macro_rules! common_ops {
         /// As AVX2's: NEON's 32 registers would hold groups of six, but no ARM machine has
         /// measured them yet.
         const LARGEST_GROUP: usize = 5;
+        /// Loads are instructions of their own here, and 32 registers keep the inputs.
+        const RELOAD_INPUTS: bool = false;
         type Int = int32x4_t;
         type Float = float32x4_t;
 
