@@ -1344,7 +1344,8 @@ mod tests {
     }
 
     /// Multiplication speed where memory is no limit: weights of the default model's shapes
-    /// (4-bit, and Q8_0 as its output matrix), small enough to stay in L2, times 1 to 16
+    /// (4-bit, Q8_0 as its output matrix, and Q4_K and Q6_K where the width holds their
+    /// super-blocks), small enough to stay in L2, times 1 to 16
     /// input rows on one thread. Tree passes are bound by this arithmetic, one-token passes
     /// by [`streaming_speed`].
     ///
@@ -1359,8 +1360,18 @@ mod tests {
         for (rows, cols) in [(2_048, 576), (576, 1_536)] {
             let x = values(cols * 16, 9);
             for kernel in Kernel::supported().into_iter().filter(|&k| k != Kernel::Portable) {
-                // The codes of `every_code`, in its order.
-                for (w, code) in every_code(rows, cols, 5, kernel).iter().zip(["Q8_0-quantized", "Q8_0", "Q4_1"]) {
+                // The codes of `every_code`, in its order, then the K-quants where rows hold whole
+                // super-blocks.
+                let k_quants = (cols % Q6_K_VALUES == 0).then(|| {
+                    let (four_bit, _) = q4_k(rows, cols, 5);
+                    let (six_bit, _) = q6_k(rows, cols, 5);
+                    [
+                        (QuantMatrix::from_four_bit(FourBit::Q4K, &four_bit, rows, cols, kernel), "Q4_K"),
+                        (QuantMatrix::from_q6_k(&six_bit, rows, cols, kernel), "Q6_K"),
+                    ]
+                });
+                let codes = every_code(rows, cols, 5, kernel).into_iter().zip(["Q8_0-quantized", "Q8_0", "Q4_1"]);
+                for (w, code) in codes.chain(k_quants.into_iter().flatten()) {
                     for m in [1, 2, 3, 4, 8, 16] {
                         let case = format!("{kernel} {code} {rows}x{cols}x{m}");
                         if only.as_ref().is_some_and(|only| *only != case) {
