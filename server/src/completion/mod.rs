@@ -3,6 +3,7 @@
 //! both give the same text for the same buffer and cursor.
 
 pub mod acceptance;
+mod brackets;
 pub mod calibrate;
 pub mod common;
 pub mod drafting;
