@@ -137,30 +137,30 @@ fn piecewise_linear(points: &[(usize, f64)], x: usize) -> f64 {
     (y0 + slope * (x as f64 - x0 as f64)).max(points[0].1 * 0.5)
 }
 
-/// Buckets of the acceptance model: source x share of the parent's weight x
+/// Buckets of the acceptance model: origin x share of the parent's weight x
 /// depth x length of the context match that found the draft (for prompt
 /// lookup, how far its occurrence runs: a run of 16 or more says the text
 /// repeats itself) x place among
 /// its siblings (first, second, later: the model picks one child at most, and
 /// a second guess at the same position is accepted far less often than its
-/// share of the weight suggests) x whether other sources propose it too.
+/// share of the weight suggests).
 const SHARE_EDGES: [f32; 5] = [0.1, 0.25, 0.5, 0.75, 0.95];
 const DEPTH_BUCKETS: usize = 3;
 const MATCH_EDGES: [usize; 4] = [3, 5, 9, 16];
 const SIBLING_BUCKETS: usize = 3;
-/// One source, or several proposing the same node.
-const AGREEMENT_BUCKETS: usize = 2;
-const BUCKETS: usize = Source::ALL.len()
-    * (SHARE_EDGES.len() + 1)
-    * DEPTH_BUCKETS
-    * (MATCH_EDGES.len() + 1)
-    * SIBLING_BUCKETS
-    * AGREEMENT_BUCKETS;
+/// A node's origin: the one source that proposes it, or [`SEVERAL_SOURCES`].
+const ORIGINS: usize = Source::ALL.len() + 1;
+/// The origin of a node that more than one source proposes, whichever of them weighs most.
+/// Which one weighs most is chance: along one agreed chain it changes where one source's
+/// guesses end. Learned apart by it, the deeper nodes would sit in groups never verified
+/// (priced at 1/2), which the budget would then never verify: they would never learn.
+const SEVERAL_SOURCES: usize = Source::ALL.len();
+const BUCKETS: usize = ORIGINS * (SHARE_EDGES.len() + 1) * DEPTH_BUCKETS * (MATCH_EDGES.len() + 1) * SIBLING_BUCKETS;
 
-/// Groups of buckets: source x depth x place among siblings x agreement (a
-/// bucket without its share and match length). A bucket with few counted
-/// nodes of its own leans on its group's rate.
-const GROUPS: usize = Source::ALL.len() * DEPTH_BUCKETS * SIBLING_BUCKETS * AGREEMENT_BUCKETS;
+/// Groups of buckets: origin x depth x place among siblings (a bucket without
+/// its share and match length). A bucket with few counted nodes of its own
+/// leans on its group's rate.
+const GROUPS: usize = ORIGINS * DEPTH_BUCKETS * SIBLING_BUCKETS;
 /// Counted nodes' worth of weight that a bucket's rate gives its group's rate.
 const BUCKET_PRIOR: f64 = 2.0;
 /// Verified nodes' worth of weight that a group's rate gives 1/2: tens of misses
@@ -255,25 +255,24 @@ impl CostAwareBudget {
             _ => 2,
         };
         let match_bucket = MATCH_EDGES.iter().take_while(|&&edge| tree.matched[node] >= edge).count();
-        let source = Source::ALL.iter().position(|&s| s == tree.sources[node]).unwrap_or(0);
+        let origin = if tree.agreeing[node] > 1 {
+            SEVERAL_SOURCES
+        } else {
+            Source::ALL.iter().position(|&s| s == tree.sources[node]).unwrap_or(0)
+        };
         let sibling_bucket = tree.sibling_ranks[node].min(SIBLING_BUCKETS - 1);
-        let agreement_bucket = tree.agreeing[node].clamp(1, AGREEMENT_BUCKETS) - 1;
-        ((((source * (SHARE_EDGES.len() + 1) + share_bucket) * DEPTH_BUCKETS + depth_bucket) * (MATCH_EDGES.len() + 1)
+        (((origin * (SHARE_EDGES.len() + 1) + share_bucket) * DEPTH_BUCKETS + depth_bucket) * (MATCH_EDGES.len() + 1)
             + match_bucket)
             * SIBLING_BUCKETS
-            + sibling_bucket)
-            * AGREEMENT_BUCKETS
-            + agreement_bucket
+            + sibling_bucket
     }
 
     /// The group of a bucket (see [`GROUPS`]), from the bucket's index.
     fn group(bucket: usize) -> usize {
-        let agreement = bucket % AGREEMENT_BUCKETS;
-        let rest = bucket / AGREEMENT_BUCKETS;
-        let sibling = rest % SIBLING_BUCKETS;
-        let depth = rest / SIBLING_BUCKETS / (MATCH_EDGES.len() + 1) % DEPTH_BUCKETS;
-        let source = rest / SIBLING_BUCKETS / (MATCH_EDGES.len() + 1) / DEPTH_BUCKETS / (SHARE_EDGES.len() + 1);
-        ((source * DEPTH_BUCKETS + depth) * SIBLING_BUCKETS + sibling) * AGREEMENT_BUCKETS + agreement
+        let sibling = bucket % SIBLING_BUCKETS;
+        let depth = bucket / SIBLING_BUCKETS / (MATCH_EDGES.len() + 1) % DEPTH_BUCKETS;
+        let origin = bucket / SIBLING_BUCKETS / (MATCH_EDGES.len() + 1) / DEPTH_BUCKETS / (SHARE_EDGES.len() + 1);
+        (origin * DEPTH_BUCKETS + depth) * SIBLING_BUCKETS + sibling
     }
 
     /// A bucket's conditional acceptance rate, smoothed towards its group's,
@@ -629,6 +628,18 @@ mod tests {
         }
         assert!(budget.select(&alone, 256).is_empty());
         assert_eq!(budget.select(&agreed, 256).len(), 4);
+    }
+
+    #[test]
+    fn agreed_drafts_are_judged_alike_whichever_source_weighs_most() {
+        let mut budget = budget(vec![(1, 10.0), (2, 14.0), (8, 40.0)], 8, 8);
+        let from = |source, weight| Candidate { tokens: vec![1, 2, 3, 4], weight, source, matched: 4 };
+        let repository_heaviest = build(0, &[from(Source::Repository, 2.0), from(Source::Prompt, 1.0)], 64, 16);
+        let prompt_heaviest = build(0, &[from(Source::Repository, 1.0), from(Source::Prompt, 2.0)], 64, 16);
+        for _ in 0..50 {
+            observe(&mut budget, &repository_heaviest, &[0, 1, 2, 3, 4]);
+        }
+        assert_eq!(budget.select(&prompt_heaviest, 256).len(), 4, "what the agreed chain earned carries over");
     }
 
     #[test]
